@@ -1,0 +1,23 @@
+"""django_pgqueue: a fast, crash-safe background job queue on PostgreSQL's SKIP LOCKED.
+
+Importing this package does not import models, so ``from django_pgqueue import job`` works in
+any module, at any time.
+"""
+
+from __future__ import annotations
+
+from django_pgqueue.definitions import JobFunction, job
+from django_pgqueue.exceptions import InvalidJobArguments, PgQueueError, UnknownJob
+from django_pgqueue.states import JobStatus
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "InvalidJobArguments",
+    "JobFunction",
+    "JobStatus",
+    "PgQueueError",
+    "UnknownJob",
+    "__version__",
+    "job",
+]

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class PgQueueConfig(AppConfig):
+    name = "django_pgqueue"
+    label = "django_pgqueue"
+    verbose_name = "Job queue"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django_pgqueue import checks  # noqa: F401  (registers the system checks)
+
+        # Like the admin: import every installed app's ``jobs`` module so its @job functions
+        # are registered before a worker claims anything.
+        autodiscover_modules("jobs")

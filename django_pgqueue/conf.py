@@ -1,0 +1,143 @@
+"""Every setting of django_pgqueue, with its default.
+
+Settings are read live on each access, so ``override_settings`` works in tests.
+Nothing else in the package calls ``getattr(settings, ...)``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+
+PREFIX = "PGQUEUE_"
+
+#: Name -> default. ``docs/settings.md`` documents each one.
+DEFAULTS: dict[str, Any] = {
+    # The database alias that holds the job table.
+    "DATABASE": "default",
+    # Queue used when a job does not name one.
+    "DEFAULT_QUEUE": "default",
+    # Attempts before a failing job goes ``dead`` (1 = never retried).
+    "MAX_ATTEMPTS": 5,
+    # Retry delay: BACKOFF_BASE * 2 ** (attempt - 1) seconds, times (1 + up to BACKOFF_JITTER),
+    # capped at BACKOFF_MAX seconds.
+    "BACKOFF_BASE": 10.0,
+    "BACKOFF_MAX": 3600.0,
+    "BACKOFF_JITTER": 0.3,
+    # Seconds after its last heartbeat before a running job counts as abandoned and is reclaimed.
+    "VISIBILITY_TIMEOUT": 60.0,
+    # Seconds between heartbeats; None means VISIBILITY_TIMEOUT / 4.
+    "HEARTBEAT_INTERVAL": None,
+    # How long completed and cancelled jobs are kept (timedelta or seconds; 0 deletes at once).
+    "RETENTION": timedelta(days=7),
+    # How long dead jobs are kept (timedelta or seconds); None keeps them until retried or deleted.
+    "DEAD_RETENTION": timedelta(days=30),
+    # Rows deleted per pruning statement; workers prune at most once per PRUNE_INTERVAL seconds.
+    "PRUNE_BATCH_SIZE": 1000,
+    "PRUNE_INTERVAL": 60.0,
+    # Worker: wake up on LISTEN/NOTIFY (False for PgBouncer in transaction mode).
+    "LISTEN": True,
+    # Worker: seconds between polls when nothing wakes it.
+    "POLL_INTERVAL": 2.0,
+    # Worker: jobs claimed ahead per process in one statement.
+    "BATCH_SIZE": 100,
+    # Worker: completions are written when this many are buffered, or after FLUSH_INTERVAL seconds.
+    "FLUSH_SIZE": 100,
+    "FLUSH_INTERVAL": 0.05,
+    # Worker: seconds a graceful shutdown waits for running jobs.
+    "SHUTDOWN_TIMEOUT": 30.0,
+}
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+class Settings:
+    """Typed, live access to the ``PGQUEUE_*`` settings."""
+
+    def get(self, name: str) -> Any:
+        return getattr(django_settings, PREFIX + name, DEFAULTS[name])
+
+    @property
+    def DATABASE(self) -> str:
+        return str(self.get("DATABASE"))
+
+    @property
+    def DEFAULT_QUEUE(self) -> str:
+        return str(self.get("DEFAULT_QUEUE"))
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:
+        return int(self.get("MAX_ATTEMPTS"))
+
+    @property
+    def BACKOFF_BASE(self) -> float:
+        return _seconds(self.get("BACKOFF_BASE"))
+
+    @property
+    def BACKOFF_MAX(self) -> float:
+        return _seconds(self.get("BACKOFF_MAX"))
+
+    @property
+    def BACKOFF_JITTER(self) -> float:
+        return float(self.get("BACKOFF_JITTER"))
+
+    @property
+    def VISIBILITY_TIMEOUT(self) -> float:
+        return _seconds(self.get("VISIBILITY_TIMEOUT"))
+
+    @property
+    def HEARTBEAT_INTERVAL(self) -> float:
+        value = self.get("HEARTBEAT_INTERVAL")
+        if value is None:
+            return self.VISIBILITY_TIMEOUT / 4
+        return _seconds(value)
+
+    @property
+    def RETENTION(self) -> float:
+        return _seconds(self.get("RETENTION"))
+
+    @property
+    def DEAD_RETENTION(self) -> float | None:
+        value = self.get("DEAD_RETENTION")
+        return None if value is None else _seconds(value)
+
+    @property
+    def PRUNE_BATCH_SIZE(self) -> int:
+        return int(self.get("PRUNE_BATCH_SIZE"))
+
+    @property
+    def PRUNE_INTERVAL(self) -> float:
+        return _seconds(self.get("PRUNE_INTERVAL"))
+
+    @property
+    def LISTEN(self) -> bool:
+        return bool(self.get("LISTEN"))
+
+    @property
+    def POLL_INTERVAL(self) -> float:
+        return _seconds(self.get("POLL_INTERVAL"))
+
+    @property
+    def BATCH_SIZE(self) -> int:
+        return int(self.get("BATCH_SIZE"))
+
+    @property
+    def FLUSH_SIZE(self) -> int:
+        return int(self.get("FLUSH_SIZE"))
+
+    @property
+    def FLUSH_INTERVAL(self) -> float:
+        return _seconds(self.get("FLUSH_INTERVAL"))
+
+    @property
+    def SHUTDOWN_TIMEOUT(self) -> float:
+        return _seconds(self.get("SHUTDOWN_TIMEOUT"))
+
+
+settings = Settings()

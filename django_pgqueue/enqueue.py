@@ -1,0 +1,243 @@
+"""Putting jobs in the table: argument checks and the INSERTs.
+
+``enqueue`` runs on the queue database's connection, so inside ``transaction.atomic()`` the job
+commits or rolls back with the caller's rows and stays invisible to workers until commit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+from django.utils import timezone
+
+from django_pgqueue import sql
+from django_pgqueue.conf import settings
+from django_pgqueue.exceptions import InvalidJobArguments
+from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+#: Rows per INSERT statement in ``enqueue_many``.
+BULK_BATCH_SIZE = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """Where and how a job is enqueued. ``None`` means "the setting's value at enqueue time"."""
+
+    name: str
+    queue: str | None = None
+    priority: int = 0
+    run_after: datetime | timedelta | None = None
+    max_attempts: int | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool):
+            raise TypeError(f"priority must be an int, not {type(self.priority).__name__}")
+        if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
+            raise ValueError(
+                f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {self.priority}"
+            )
+        if self.queue is not None and not (
+            isinstance(self.queue, str) and 0 < len(self.queue) <= 100
+        ):
+            raise ValueError(
+                f"queue must be a non-empty string of at most 100 characters, got {self.queue!r}"
+            )
+        if self.max_attempts is not None and (
+            not isinstance(self.max_attempts, int) or self.max_attempts < 1
+        ):
+            raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
+        if self.run_after is not None and not isinstance(self.run_after, datetime | timedelta):
+            raise TypeError(
+                f"run_after must be a datetime or a timedelta, not {type(self.run_after).__name__}"
+            )
+        for key in ("unique_key", "concurrency_key"):
+            value = getattr(self, key)
+            if value is not None and not (isinstance(value, str) and 0 < len(value) <= 255):
+                raise ValueError(f"{key} must be a non-empty string of at most 255 characters")
+
+    def resolved_run_after(self) -> datetime | None:
+        """An aware datetime, or None for "now" (the database's clock)."""
+        value = self.run_after
+        if value is None:
+            return None
+        if isinstance(value, timedelta):
+            return timezone.now() + value
+        if timezone.is_naive(value):
+            return timezone.make_aware(value)
+        return value
+
+    def insert_row(self, args_json: str, kwargs_json: str) -> sql.InsertRow:
+        return (
+            self.queue or settings.DEFAULT_QUEUE,
+            self.name,
+            args_json,
+            kwargs_json,
+            self.priority,
+            self.resolved_run_after(),
+            self.max_attempts or settings.MAX_ATTEMPTS,
+            self.unique_key,
+            self.concurrency_key,
+        )
+
+
+def serialize_arguments(
+    name: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    signature: inspect.Signature | None = None,
+) -> tuple[str, str]:
+    """JSON text for ``args`` and ``kwargs``, or :class:`InvalidJobArguments` naming the culprit.
+
+    Arguments must come back from JSON unchanged: no tuples, no datetimes, no model instances,
+    no non-string dict keys. There is no pickle fallback.
+    """
+    args = list(args)
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidJobArguments(f"Job {name!r}: {exc}") from None
+    try:
+        args_json = sql.dumps(args)
+        kwargs_json = sql.dumps(kwargs)
+        if json.loads(args_json) == args and json.loads(kwargs_json) == kwargs:
+            return args_json, kwargs_json
+    except (TypeError, ValueError):
+        pass
+    raise _describe_bad_argument(name, args, kwargs, signature)
+
+
+def _describe_bad_argument(
+    name: str, args: list[Any], kwargs: Mapping[str, Any], signature: inspect.Signature | None
+) -> InvalidJobArguments:
+    labels: list[tuple[str, Any]] = []
+    params = list(signature.parameters.values()) if signature is not None else []
+    for index, value in enumerate(args):
+        label = f"argument {index}"
+        if index < len(params) and params[index].kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            label += f" ({params[index].name})"
+        labels.append((label, value))
+    labels.extend((f"keyword argument {key!r}", value) for key, value in kwargs.items())
+    for label, value in labels:
+        problem = _json_problem(value)
+        if problem:
+            return InvalidJobArguments(
+                f"Job {name!r}: {label} {problem}. Job arguments must survive a JSON round trip "
+                "unchanged (no pickle): pass ids, strings, numbers, booleans, None, lists and "
+                "dicts with string keys."
+            )
+    return InvalidJobArguments(f"Job {name!r}: the arguments do not survive a JSON round trip.")
+
+
+def _json_problem(value: Any) -> str | None:
+    try:
+        text = sql.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return f"of type {type(value).__name__} is not JSON-serializable ({exc})"
+    if json.loads(text) != value:
+        return (
+            f"of type {type(value).__name__} changes in a JSON round trip "
+            f"({value!r} comes back as {json.loads(text)!r})"
+        )
+    return None
+
+
+def _job_from_insert(
+    options: JobOptions, row: sql.InsertRow, returned: Sequence[Any], db: str
+) -> Job:
+    from django_pgqueue.models import Job
+
+    queue, name, args_json, kwargs_json, priority, _, max_attempts, unique_key, conc_key = row
+    job = Job(
+        id=returned[0],
+        queue=queue,
+        name=name,
+        args=json.loads(args_json),
+        kwargs=json.loads(kwargs_json),
+        status="pending",
+        priority=priority,
+        run_after=returned[1],
+        attempts=0,
+        max_attempts=max_attempts,
+        unique_key=unique_key,
+        concurrency_key=conc_key,
+        created_at=returned[2],
+    )
+    job._state.adding = False
+    job._state.db = db
+    return job
+
+
+def enqueue(options: JobOptions, args_json: str, kwargs_json: str) -> Job:
+    """INSERT one job in the current transaction of the queue database; one round trip.
+
+    With a ``unique_key`` already held by a pending or running job of the same queue, nothing
+    is inserted and that job is returned with ``deduplicated = True``.
+    """
+    from django_pgqueue.models import Job
+
+    db = settings.DATABASE
+    row = options.insert_row(args_json, kwargs_json)
+    with connections[db].cursor() as cursor:
+        for _ in range(3):
+            inserted = sql.insert_one(cursor, row)
+            if inserted is not None:
+                job = _job_from_insert(options, row, inserted, db)
+                job.deduplicated = False  # type: ignore[attr-defined]
+                return job
+            existing = (
+                Job.objects.using(db)
+                .filter(queue=row[0], unique_key=row[7], status__in=("pending", "running"))
+                .first()
+            )
+            if existing is not None:
+                existing.deduplicated = True  # type: ignore[attr-defined]
+                return existing
+            # The holder finished between our INSERT and SELECT: insert again.
+    raise RuntimeError(f"Could not enqueue job {options.name!r} with unique key {row[7]!r}")
+
+
+def enqueue_many(options: JobOptions, rows: Sequence[sql.InsertRow]) -> list[int]:
+    """Bulk INSERT, one statement per ``BULK_BATCH_SIZE`` rows; returns ids in input order.
+
+    Rows whose unique key is already active (in the table or earlier in ``rows``) get the id of
+    the job that holds the key.
+    """
+    db = settings.DATABASE
+    ids: list[int] = []
+    with connections[db].cursor() as cursor:
+        for start in range(0, len(rows), BULK_BATCH_SIZE):
+            batch = rows[start : start + BULK_BATCH_SIZE]
+            returned = sql.insert_many(cursor, batch)
+            keyless = iter(r[0] for r in returned if r[1] is None)
+            by_key = {r[1]: r[0] for r in returned if r[1] is not None}
+            missing = [r[7] for r in batch if r[7] is not None and r[7] not in by_key]
+            if missing:
+                queue = batch[0][0]
+                for found in sql.select_active_by_unique_key(cursor, queue, missing):
+                    by_key[found[sql.JOB_COLUMNS.index("unique_key")]] = found[0]
+            for row in batch:
+                key = row[7]
+                ids.append(next(keyless) if key is None else by_key[key])
+    return ids
+
+
+def retry_delay(attempt: int, base: float, cap: float, jitter: float) -> float:
+    """Seconds before the next attempt: ``base * 2**(attempt-1) * (1 + U(0, jitter))``, capped."""
+    delay = base * (2 ** max(attempt - 1, 0)) * (1 + random.uniform(0, jitter))
+    return min(delay, cap)

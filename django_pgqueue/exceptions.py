@@ -1,0 +1,23 @@
+"""Exceptions raised by django_pgqueue."""
+
+from __future__ import annotations
+
+
+class PgQueueError(Exception):
+    """Base class of every django_pgqueue error."""
+
+
+class InvalidJobArguments(PgQueueError, TypeError):
+    """Arguments that would not survive a JSON round trip unchanged, or don't fit the signature."""
+
+
+class UnknownJob(PgQueueError, LookupError):
+    """A job name that no ``@job`` (or task) in this process registered."""
+
+
+class DuplicateJobName(PgQueueError, ValueError):
+    """Two different functions registered under one job name."""
+
+
+class WorkerLost(PgQueueError):
+    """Recorded on a job whose worker stopped heartbeating (killed, frozen or cut off)."""

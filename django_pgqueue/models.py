@@ -1,0 +1,155 @@
+"""The job table.
+
+One row per job. The hot path (enqueue, claim, complete) only ever touches the small partial
+indexes below, so the claim stays as fast with a million rows of history as with none.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from django_pgqueue.managers import JobManager
+from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN, JobStatus
+
+
+class Job(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=100, db_default="default")
+    name = models.CharField(max_length=255, help_text="Registered name of the job function.")
+    args = models.JSONField(default=list, db_default=models.Value([], models.JSONField()))
+    kwargs = models.JSONField(default=dict, db_default=models.Value({}, models.JSONField()))
+    status = models.CharField(
+        max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING, db_default="pending"
+    )
+    priority = models.SmallIntegerField(
+        default=0, db_default=0, help_text="From -100 to 100; higher runs first."
+    )
+    run_after = models.DateTimeField(
+        default=timezone.now, db_default=Now(), help_text="Not claimed before this time."
+    )
+    attempts = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Claims so far, including the running one."
+    )
+    max_attempts = models.PositiveIntegerField(default=5, db_default=5)
+    locked_at = models.DateTimeField(
+        null=True, blank=True, help_text="Claim time, refreshed by the worker's heartbeat."
+    )
+    locked_by = models.CharField(max_length=255, null=True, blank=True)
+    last_error = models.TextField(blank=True, db_default="", default="")
+    errors = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        help_text="One entry per failed attempt: attempt, worker_id, exception_class, traceback, at.",
+    )
+    result = models.JSONField(null=True, blank=True, help_text="JSON return value, on success.")
+    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobManager()
+
+    class Meta:
+        db_table = "pgqueue_job"
+        ordering = ["-id"]
+        indexes = [
+            # The claim, all queues: runnable rows in claim order.
+            models.Index(
+                models.F("priority").desc(),
+                "run_after",
+                "id",
+                name="pgqueue_job_claim",
+                condition=Q(status="pending"),
+            ),
+            # The claim, named queues: one index range per queue.
+            models.Index(
+                "queue",
+                models.F("priority").desc(),
+                "run_after",
+                "id",
+                name="pgqueue_job_claim_queue",
+                condition=Q(status="pending"),
+            ),
+            # Stale-lock recovery and heartbeats: only running rows.
+            models.Index(
+                fields=["locked_at"], name="pgqueue_job_stale", condition=Q(status="running")
+            ),
+            # Retention pruning, dashboard history and the admin's finished filter.
+            models.Index(
+                fields=["finished_at"],
+                name="pgqueue_job_finished",
+                condition=Q(status__in=["completed", "dead", "cancelled"]),
+            ),
+            # The admin's "dead jobs" view and bulk retry stay fast on big tables.
+            models.Index(
+                fields=["queue", "id"], name="pgqueue_job_dead", condition=Q(status="dead")
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                "queue",
+                "unique_key",
+                name="pgqueue_job_unique_active",
+                condition=Q(unique_key__isnull=False, status__in=["pending", "running"]),
+            ),
+            models.UniqueConstraint(
+                "concurrency_key",
+                name="pgqueue_job_one_running_per_key",
+                condition=Q(concurrency_key__isnull=False, status="running"),
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
+                name="pgqueue_job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in JobStatus]),
+                name="pgqueue_job_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="pgqueue_job_max_attempts"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}#{self.pk} ({self.status})"
+
+    # ----- derived values -------------------------------------------------------------------
+
+    @property
+    def is_runnable(self) -> bool:
+        return self.status == JobStatus.PENDING and self.run_after <= timezone.now()
+
+    @property
+    def queued_for(self) -> timedelta | None:
+        """Time from enqueue (or the last retry's run_after) to the start of the last attempt."""
+        if self.started_at is None:
+            return None
+        return max(self.started_at - self.created_at, timedelta(0))
+
+    @property
+    def ran_for(self) -> timedelta | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return max(self.finished_at - self.started_at, timedelta(0))
+
+    # ----- state transitions (one row; the worker batches its own) ----------------------------
+
+    def retry(self) -> bool:
+        """Make this dead, cancelled or failed job runnable now with its attempts reset."""
+        changed = bool(type(self).objects.using(self._state.db).filter(pk=self.pk).retry())
+        if changed:
+            self.refresh_from_db()
+        return changed
+
+    def cancel(self) -> bool:
+        """Cancel this job if it is still pending."""
+        changed = bool(type(self).objects.using(self._state.db).filter(pk=self.pk).cancel())
+        if changed:
+            self.refresh_from_db()
+        return changed

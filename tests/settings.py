@@ -1,0 +1,77 @@
+"""Test settings: PostgreSQL from DATABASE_URL, else the libpq PG* variables, else local."""
+
+from __future__ import annotations
+
+import os
+
+import environ
+
+env = environ.Env()
+
+SECRET_KEY = "django_pgqueue-tests"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if "DATABASE_URL" in os.environ:
+    DATABASES = {"default": env.db("DATABASE_URL")}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": env("PGDATABASE", default="pgqueue"),
+            "USER": env("PGUSER", default=""),
+            "PASSWORD": env("PGPASSWORD", default=""),
+            "HOST": env("PGHOST", default="127.0.0.1"),
+            "PORT": env("PGPORT", default="5432"),
+        }
+    }
+DATABASES["default"]["TEST"] = {"NAME": env("PGQUEUE_TEST_DATABASE", default="pgqueue_test")}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_pgqueue",
+    "tests.testapp",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+STATIC_URL = "/static/"
+
+# Fast retries in tests; each test overrides what it checks.
+PGQUEUE_BACKOFF_BASE = 0.0
+PGQUEUE_BACKOFF_JITTER = 0.0
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_pgqueue": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,55 @@
+"""Jobs the tests enqueue; autodiscovered like any app's ``jobs`` module."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from django_pgqueue import job
+
+
+@job
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@job
+def noop() -> None:
+    return None
+
+
+@job(queue="emails", priority=10, max_attempts=5)
+def send_welcome(user_id: int) -> None:
+    return None
+
+
+@job(max_attempts=3)
+def always_fails(message: str = "boom") -> None:
+    raise RuntimeError(message)
+
+
+@job(max_attempts=5)
+def fails_until(marker: str, succeed_on: int) -> int:
+    """Fails until the file ``marker`` counts ``succeed_on`` calls."""
+    path = Path(marker)
+    count = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(count))
+    if count < succeed_on:
+        raise ValueError(f"attempt {count} fails")
+    return count
+
+
+@job
+def record(path: str, value: str, sleep: float = 0.0) -> str:
+    """Appends ``value`` and the worker's pid to a file, optionally after sleeping."""
+    if sleep:
+        time.sleep(sleep)
+    with open(path, "a") as fh:
+        fh.write(f"{value} {os.getpid()}\n")
+    return value
+
+
+@job
+def returns_set() -> object:
+    return {1, 2}
