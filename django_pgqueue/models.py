@@ -153,3 +153,27 @@ class Job(models.Model):
         if changed:
             self.refresh_from_db()
         return changed
+
+
+class Worker(models.Model):
+    """A worker process, as it last reported itself (upserted on every heartbeat).
+
+    Rows of workers gone for longer than an hour are deleted by the other workers' pruning.
+    """
+
+    worker_id = models.CharField(max_length=255, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list, help_text="Queues served, in order; [] means all.")
+    threads = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    jobs_done = models.BigIntegerField(default=0, help_text="Attempts finished since start.")
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pgqueue_worker"
+        ordering = ["-last_seen_at"]
+
+    def __str__(self) -> str:
+        return self.worker_id
