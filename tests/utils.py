@@ -1,0 +1,60 @@
+"""Helpers to run real worker subprocesses against the test database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """Environment for a subprocess that uses the same (test) database as this test."""
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        PGDATABASE=connection.settings_dict["NAME"],
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("DATABASE_URL", None)
+    env.update(extra)
+    return env
+
+
+def manage(*args: str) -> list[str]:
+    return [sys.executable, "-m", "django", *args]
+
+
+def start_worker(*args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+    """Start ``manage.py run_jobs ARGS`` in its own process group; output captured as text."""
+    return subprocess.Popen(
+        manage("run_jobs", *args),
+        env=env or worker_env(),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **popen,
+    )
+
+
+def run_worker(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py run_jobs --burst ARGS`` to completion and return its result."""
+    return subprocess.run(
+        manage("run_jobs", "--burst", *args),
+        env=env or worker_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
