@@ -367,3 +367,22 @@ def next_run_after(cursor: Cursor, queues: Sequence[str] | None) -> datetime | N
         cursor.execute(NEXT_RUN_AFTER_ALL_QUEUES)
     row = cursor.fetchone()
     return None if row is None else row[0]
+
+
+# ----- the worker table ---------------------------------------------------------------------
+
+UPSERT_WORKER = """
+INSERT INTO pgqueue_worker
+    (worker_id, hostname, pid, queues, threads, started_at, last_seen_at, jobs_done, stopped_at)
+VALUES (%s, %s, %s, %s::jsonb, %s, now(), now(), %s, NULL)
+ON CONFLICT (worker_id) DO UPDATE
+SET last_seen_at = now(), jobs_done = EXCLUDED.jobs_done, stopped_at = NULL
+"""
+
+STOP_WORKER = """
+UPDATE pgqueue_worker SET stopped_at = now(), last_seen_at = now() WHERE worker_id = %s
+"""
+
+PRUNE_WORKERS = """
+DELETE FROM pgqueue_worker WHERE last_seen_at < now() - make_interval(secs => %s)
+"""

@@ -1,0 +1,110 @@
+"""``manage.py run_jobs``: parse options, start a worker (or a supervisor of several)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from django_pgqueue.conf import settings
+from django_pgqueue.worker import Supervisor, Worker
+
+
+class Command(BaseCommand):
+    help = (
+        "Run background jobs from the PostgreSQL queue until stopped (SIGTERM/SIGINT finish "
+        "running jobs first; a second signal exits at once)."
+    )
+    requires_system_checks = ["django_pgqueue"]  # type: ignore[assignment]
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queue",
+            "-q",
+            action="append",
+            dest="queues",
+            metavar="QUEUE",
+            help="Serve this queue; repeat for several, served in the order given "
+            "(default: every queue, by priority).",
+        )
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=1,
+            help="Worker processes under one supervisor that restarts any that die (default: 1).",
+        )
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=1,
+            help="Jobs run at once in each process, for I/O-bound jobs (default: 1).",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=None,
+            help="Most jobs a process claims ahead in one statement "
+            f"(default: PGQUEUE_BATCH_SIZE = {settings.BATCH_SIZE}).",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Exit with status 0 once no runnable job is left (for tests, cron and CI).",
+        )
+        parser.add_argument(
+            "--max-jobs",
+            type=int,
+            default=None,
+            help="Exit after running this many jobs (with --processes, the process is replaced).",
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=float,
+            default=None,
+            help="Seconds a graceful shutdown waits for running jobs "
+            f"(default: PGQUEUE_SHUTDOWN_TIMEOUT = {settings.SHUTDOWN_TIMEOUT:g}).",
+        )
+        parser.add_argument(
+            "--worker-id",
+            default=None,
+            help="Name of this worker in the jobs' locked_by column and the admin "
+            "(default: HOSTNAME:PID; with --processes, ID.N per process).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for name in ("processes", "threads", "batch_size", "max_jobs"):
+            if options[name] is not None and options[name] < 1:
+                self.stderr.write(f"--{name.replace('_', '-')} must be at least 1")
+                sys.exit(2)
+        configure_logging(options["verbosity"])
+        worker_options: dict[str, Any] = {
+            "queues": options["queues"],
+            "threads": options["threads"],
+            "batch_size": options["batch_size"],
+            "burst": options["burst"],
+            "max_jobs": options["max_jobs"],
+            "shutdown_timeout": options["shutdown_timeout"],
+            "worker_id": options["worker_id"],
+        }
+        if options["processes"] > 1:
+            code = Supervisor(options["processes"], **worker_options).run()
+        else:
+            code = Worker(**worker_options).run()
+        sys.exit(code)
+
+
+def configure_logging(verbosity: int) -> None:
+    """Per-job lines at INFO (-v 1, the default), debug at -v 2+, warnings and errors at -v 0.
+
+    A project that configures the ``django_pgqueue`` logger in LOGGING keeps its handlers.
+    """
+    logger = logging.getLogger("django_pgqueue")
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    logger.setLevel(level)
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False

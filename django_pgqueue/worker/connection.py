@@ -1,0 +1,102 @@
+"""The worker's own database connections.
+
+The worker claims, heartbeats and writes outcomes on a connection of its own, separate from the
+Django connections job code uses: jobs may open transactions, fail them or close their
+connection without disturbing the queue. It is a plain psycopg connection configured exactly as
+Django configures its own (UTC, autocommit, jsonb loaded as text), so ``sql`` and
+``managers.jobs_from_rows`` read its rows the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from django.db import connections
+
+logger = logging.getLogger("django_pgqueue.worker")
+
+#: Errors that mean "the connection is gone": reconnect and carry on.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+
+
+class QueueConnection:
+    """A lazily (re)opened autocommit connection to the queue database."""
+
+    def __init__(self, alias: str, application_name: str) -> None:
+        self.alias = alias
+        self.application_name = application_name
+        self._wrapper: Any = None
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        if (
+            self._wrapper is None
+            or self._wrapper.connection is None
+            or self._wrapper.connection.closed
+        ):
+            self._open()
+        return self._wrapper.connection  # type: ignore[no-any-return]
+
+    def _open(self) -> None:
+        self.close()
+        wrapper = connections.create_connection(self.alias)
+        # Used from the thread that created it only; pooling is the worker's own business.
+        wrapper.settings_dict = {
+            **wrapper.settings_dict,
+            "OPTIONS": {
+                **{
+                    k: v for k, v in wrapper.settings_dict.get("OPTIONS", {}).items() if k != "pool"
+                },
+                "application_name": self.application_name[:63],
+            },
+        }
+        wrapper.ensure_connection()
+        wrapper.connection.autocommit = True
+        self._wrapper = wrapper
+
+    @contextmanager
+    def cursor(self) -> Iterator[psycopg.Cursor[Any]]:
+        with self.raw.cursor() as cursor:
+            yield cursor
+
+    def execute(self, query: str, params: Any = None) -> None:
+        with self.cursor() as cursor:
+            cursor.execute(query, params)
+
+    def close(self) -> None:
+        wrapper, self._wrapper = self._wrapper, None
+        if wrapper is not None:
+            try:
+                wrapper.close()
+            except Exception:
+                logger.debug("Error closing the queue connection", exc_info=True)
+
+
+class Backoff:
+    """Exponential reconnect delays: 0.1 s doubling to ``cap``; reset after a success."""
+
+    def __init__(self, cap: float = 10.0) -> None:
+        self.cap = cap
+        self.delay = 0.0
+
+    def failed(self) -> float:
+        self.delay = min(self.cap, max(0.1, self.delay * 2))
+        return self.delay
+
+    def succeeded(self) -> None:
+        self.delay = 0.0
+
+    def sleep(self, stop: Any = None) -> None:
+        delay = self.failed()
+        if stop is not None:
+            stop.wait(delay)
+        else:
+            time.sleep(delay)

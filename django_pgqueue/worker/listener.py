@@ -1,0 +1,66 @@
+"""LISTEN for committed jobs and wake the worker loop.
+
+The ``pgqueue_job`` INSERT trigger sends one ``NOTIFY pgqueue, '<queue>'`` per queue and
+committed transaction. The listener runs in a thread of its own, on a connection of its own,
+and turns each relevant notification into a wake-up event for the worker loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from django_pgqueue import sql
+from django_pgqueue.worker.connection import CONNECTION_ERRORS, Backoff, QueueConnection
+
+logger = logging.getLogger("django_pgqueue.worker")
+
+
+class Listener(threading.Thread):
+    def __init__(
+        self,
+        alias: str,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        wake: Callable[[], None],
+    ) -> None:
+        super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
+        self.connection = QueueConnection(alias, f"pgqueue listener {worker_id}")
+        self.queues = frozenset(queues) if queues else None
+        self.wake = wake
+        self.stopping = threading.Event()
+        self.listening = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            try:
+                self._listen()
+            except CONNECTION_ERRORS as exc:
+                self.listening.clear()
+                logger.warning("Listener lost its connection (%s); reconnecting", exc)
+                self.connection.close()
+                backoff.sleep(self.stopping)
+            except Exception:
+                self.listening.clear()
+                logger.exception("Listener failed; restarting it")
+                self.connection.close()
+                backoff.sleep(self.stopping)
+            else:
+                backoff.succeeded()
+        self.connection.close()
+
+    def _listen(self) -> None:
+        conn = self.connection.raw
+        conn.execute(f"LISTEN {sql.NOTIFY_CHANNEL}")
+        self.listening.set()
+        # Notifications may have been missed while (re)connecting: look once.
+        self.wake()
+        while not self.stopping.is_set():
+            for notify in conn.notifies(timeout=1.0):
+                if self.queues is None or notify.payload in self.queues:
+                    self.wake()

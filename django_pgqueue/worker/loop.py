@@ -1,0 +1,538 @@
+"""The worker: one process's claim / run / record loop.
+
+Threads of one worker process:
+
+* the **loop** (the caller's thread): claims batches, hands jobs to the executors, writes
+  outcomes in batches, heartbeats, prunes, and handles shutdown. All queue writes happen here,
+  on the worker's own connection.
+* ``threads`` **executors**: run one job at a time each, with their own Django connections.
+* the **listener** (unless ``PGQUEUE_LISTEN = False``): wakes the loop on NOTIFY.
+
+Everything reaches the loop through one queue of events, so it sleeps in one place and wakes
+for whichever comes first: an outcome, a notification, a signal, or its own timers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_module
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import psycopg.errors
+from django.utils import timezone
+
+from django_pgqueue import sql
+from django_pgqueue.conf import settings
+from django_pgqueue.managers import CLAIM_RACE_RETRIES, jobs_from_claim
+from django_pgqueue.worker.connection import CONNECTION_ERRORS, Backoff, QueueConnection
+from django_pgqueue.worker.execution import Outcome, execute
+from django_pgqueue.worker.listener import Listener
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+logger = logging.getLogger("django_pgqueue.worker")
+
+# How long the loop waits before looking again when runnable jobs exist that it could not
+# claim (held by another claim, or waiting for their concurrency key).
+BLOCKED_RECHECK = 0.2
+# How far ahead jobs are claimed: enough to keep the executors busy for about this long.
+PREFETCH_WINDOW = 0.2
+WORKER_ROW_RETENTION = 3600.0
+
+_WAKE = object()
+_STOP = object()
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    finished: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    released: int = 0
+    lost: int = 0
+
+
+@dataclass(frozen=True)
+class _Dropped:
+    job_id: int
+
+
+@dataclass
+class _Running:
+    job: Job
+    started: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    """Claims and runs jobs until stopped (or, with ``burst``, until none is runnable).
+
+    Usable without ``call_command``::
+
+        Worker(queues=["emails", "default"], threads=4).run()
+    """
+
+    def __init__(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        threads: int = 1,
+        batch_size: int | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        shutdown_timeout: float | None = None,
+        worker_id: str | None = None,
+        listen: bool | None = None,
+    ) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self.queues = list(queues) if queues else None
+        self.threads = threads
+        self.batch_size = batch_size if batch_size is not None else settings.BATCH_SIZE
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.shutdown_timeout = (
+            shutdown_timeout if shutdown_timeout is not None else settings.SHUTDOWN_TIMEOUT
+        )
+        self.worker_id = worker_id or default_worker_id()
+        self.listen = settings.LISTEN if listen is None else listen
+        self.alias = settings.DATABASE
+        self.stats = WorkerStats()
+
+        self._events: queue_module.SimpleQueue[Any] = queue_module.SimpleQueue()
+        self._work: queue_module.SimpleQueue[Job | None] = queue_module.SimpleQueue()
+        self._connection = QueueConnection(self.alias, f"pgqueue worker {self.worker_id}")
+        self._claimed: dict[int, Job] = {}  # claimed and not yet written back
+        self._running: dict[int, _Running] = {}  # started by an executor
+        self._running_lock = threading.Lock()
+        self._outcomes: list[Outcome] = []
+        self._stopping = False
+        self._signals_received = 0
+        self._executors: list[threading.Thread] = []
+        self._listener: Listener | None = None
+        self._avg_duration = 0.01
+        self._lost: set[int] = set()  # claimed jobs whose lock another worker took over
+
+    # ----- public API ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to shut down gracefully (thread-safe)."""
+        self._events.put(_STOP)
+
+    def run(self) -> int:
+        """Run until stopped; returns the process exit status (0 for a clean stop)."""
+        install = threading.current_thread() is threading.main_thread()
+        previous = self._install_signal_handlers() if install else {}
+        try:
+            self._start_threads()
+            logger.info(
+                "Worker %s started: queues=%s threads=%d batch_size=%d%s",
+                self.worker_id,
+                ",".join(self.queues) if self.queues else "(all)",
+                self.threads,
+                self.batch_size,
+                " burst" if self.burst else "",
+            )
+            self._loop()
+            self._shutdown()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            if self._listener is not None:
+                self._listener.stop()
+            for _ in self._executors:
+                self._work.put(None)
+            self._connection.close()
+        logger.info(
+            "Worker %s stopped: %d completed, %d retried, %d dead, %d handed back",
+            self.worker_id,
+            self.stats.completed,
+            self.stats.retried,
+            self.stats.dead,
+            self.stats.released,
+        )
+        return 0
+
+    # ----- threads and signals ---------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        previous = {}
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals_received += 1
+        if self._signals_received > 1:
+            logger.warning("Second signal: exiting now; running jobs recover after the timeout")
+            os._exit(1)
+        logger.info("Received %s: finishing running jobs", signal.Signals(signum).name)
+        self._events.put(_STOP)
+
+    def _start_threads(self) -> None:
+        for index in range(self.threads):
+            self._start_executor(index)
+        if self.listen and not self.burst:
+            self._listener = Listener(self.alias, self.worker_id, self.queues, self._wake)
+            self._listener.start()
+
+    def _start_executor(self, index: int) -> None:
+        thread = threading.Thread(
+            target=self._executor, name=f"pgqueue-executor-{index}", daemon=True
+        )
+        thread.start()
+        self._executors.append(thread)
+
+    def _wake(self) -> None:
+        self._events.put(_WAKE)
+
+    def _executor(self) -> None:
+        while True:
+            job = self._work.get()
+            if job is None:
+                return
+            if job.pk in self._lost:
+                # Another worker reclaimed it while it waited here: not ours to run.
+                self._events.put(_Dropped(job.pk))
+                continue
+            with self._running_lock:
+                self._running[job.pk] = _Running(job)
+            outcome = execute(job, self.worker_id)
+            with self._running_lock:
+                self._running.pop(job.pk, None)
+            _log_outcome(job, outcome)
+            self._events.put(outcome)
+
+    # ----- the loop --------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        now = time.monotonic()
+        heartbeat_interval = settings.HEARTBEAT_INTERVAL
+        next_heartbeat = now  # registers the worker row at once
+        next_prune = now
+        flush_deadline: float | None = None
+        next_claim: float = now  # when idle, when to look for jobs again
+        backoff = Backoff()
+        budget = self.max_jobs
+
+        while True:
+            # 1. Collect events: wait only when there is nothing to do right now.
+            timeout = self._wait_time(next_claim, flush_deadline, next_heartbeat)
+            self._drain_events(timeout)
+            if self._stopping:
+                return
+            now = time.monotonic()
+            if self._woken:
+                self._woken = False
+                next_claim = now
+            if self._outcomes and flush_deadline is None:
+                flush_deadline = now + settings.FLUSH_INTERVAL
+
+            try:
+                # 2. Write outcomes back in one statement when enough are buffered or due.
+                if self._outcomes and (
+                    len(self._outcomes) >= settings.FLUSH_SIZE
+                    or now >= (flush_deadline or now)
+                    or len(self._outcomes) >= len(self._claimed)  # nothing else in flight
+                ):
+                    retry_at = self._flush()
+                    flush_deadline = None
+                    if retry_at is not None:
+                        next_claim = min(next_claim, retry_at)
+                    else:
+                        # A finished job may unblock a concurrency key: look once more.
+                        next_claim = min(next_claim, now)
+
+                if now >= next_heartbeat:
+                    self._heartbeat()
+                    next_heartbeat = now + heartbeat_interval
+                if now >= next_prune:
+                    next_prune = now + self._prune()
+
+                # 3. Claim when executors are about to run dry.
+                if budget is not None and budget <= 0:
+                    if not self._claimed and not self._outcomes:
+                        return
+                    next_claim = float("inf")
+                    continue
+                want = self._claim_size()
+                if budget is not None:
+                    want = min(want, budget)
+                if want > 0 and now >= next_claim:
+                    got = self._claim(want)
+                    if budget is not None:
+                        budget -= got
+                    if got < want:
+                        if self.burst and not self._claimed and not self._outcomes:
+                            return
+                        next_claim = self._idle_until()
+                    else:
+                        next_claim = now
+                backoff.succeeded()
+            except CONNECTION_ERRORS as exc:
+                delay = backoff.failed()
+                logger.warning(
+                    "Queue database unreachable (%s); retrying in %.1fs", str(exc).strip(), delay
+                )
+                self._connection.close()
+                self._drain_events(delay)
+                if self._stopping:
+                    return
+
+    def _wait_time(
+        self, next_claim: float, flush_deadline: float | None, next_heartbeat: float
+    ) -> float:
+        now = time.monotonic()
+        deadlines = [next_heartbeat]
+        if flush_deadline is not None:
+            deadlines.append(flush_deadline)
+        if self._claim_size() > 0:
+            deadlines.append(next_claim)
+        return max(0.0, min(deadlines) - now)
+
+    def _drain_events(self, timeout: float) -> None:
+        """Take every queued event; block up to ``timeout`` seconds for the first one."""
+        try:
+            event = self._events.get(timeout=timeout) if timeout > 0 else self._events.get_nowait()
+        except queue_module.Empty:
+            return
+        while True:
+            if event is _STOP:
+                self._stopping = True
+            elif event is _WAKE:
+                self._woken = True
+            elif isinstance(event, Outcome):
+                self._record_duration(event)
+                self._outcomes.append(event)
+            elif isinstance(event, _Dropped):
+                self._claimed.pop(event.job_id, None)
+                self._lost.discard(event.job_id)
+            try:
+                event = self._events.get_nowait()
+            except queue_module.Empty:
+                return
+
+    _woken = False
+
+    def _record_duration(self, outcome: Outcome) -> None:
+        if outcome.finished_at is not None:
+            seconds = (outcome.finished_at - outcome.started_at).total_seconds()
+            self._avg_duration = 0.9 * self._avg_duration + 0.1 * seconds
+
+    def _claim_size(self) -> int:
+        """Free slots: the executors plus enough prefetch to keep them busy ~PREFETCH_WINDOW."""
+        prefetch = int(self.threads * PREFETCH_WINDOW / max(self._avg_duration, 1e-6))
+        capacity = self.threads + min(self.batch_size, prefetch)
+        return max(0, capacity - len(self._claimed))
+
+    def _idle_until(self) -> float:
+        """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
+        now = time.monotonic()
+        poll = now + settings.POLL_INTERVAL
+        with self._connection.cursor() as cursor:
+            next_run = sql.next_run_after(cursor, self.queues)
+        if next_run is None:
+            return poll
+        seconds = (next_run - timezone.now()).total_seconds()
+        if seconds <= 0:
+            # Runnable, but held by another claim or waiting for its concurrency key.
+            return min(poll, now + BLOCKED_RECHECK)
+        return min(poll, now + seconds)
+
+    def _claim(self, limit: int) -> int:
+        rows: list[Any] = []
+        for attempt in range(CLAIM_RACE_RETRIES):
+            try:
+                with self._connection.cursor() as cursor:
+                    rows = sql.claim(
+                        cursor, self.worker_id, self.queues, limit, settings.VISIBILITY_TIMEOUT
+                    )
+                break
+            except psycopg.errors.UniqueViolation as exc:
+                if attempt == CLAIM_RACE_RETRIES - 1:
+                    logger.warning("Claim kept losing concurrency-key races: %s", exc)
+        jobs = jobs_from_claim(self.alias, rows, self.queues)
+        for job in jobs:
+            self._claimed[job.pk] = job
+            self._work.put(job)
+        self.stats.claimed += len(jobs)
+        return len(rows)
+
+    def _flush(self) -> datetime | None:
+        """Write buffered outcomes; returns the earliest retry time among them (if any)."""
+        outcomes, self._outcomes = self._outcomes, []
+        written: set[int] = set()
+        try:
+            with self._connection.cursor() as cursor:
+                delete = settings.RETENTION <= 0
+                to_delete = [o.job_id for o in outcomes if delete and o.status == "completed"]
+                to_update = [o for o in outcomes if not (delete and o.status == "completed")]
+                if to_delete:
+                    written |= sql.delete_finished(cursor, self.worker_id, to_delete)
+                if to_update:
+                    written |= sql.finish(cursor, self.worker_id, to_update)
+        except BaseException:
+            self._outcomes = outcomes + self._outcomes  # written later, never lost
+            raise
+        retry_at: datetime | None = None
+        for outcome in outcomes:
+            self._claimed.pop(outcome.job_id, None)
+            self.stats.finished += 1
+            if outcome.job_id not in written:
+                self.stats.lost += 1
+                logger.warning(
+                    "Job #%d: outcome %s dropped; its lock expired and another worker owns it",
+                    outcome.job_id,
+                    outcome.outcome,
+                )
+                continue
+            if outcome.outcome == "completed":
+                self.stats.completed += 1
+            elif outcome.outcome == "retried":
+                self.stats.retried += 1
+                if outcome.run_after is not None and (
+                    retry_at is None or outcome.run_after < retry_at
+                ):
+                    retry_at = outcome.run_after
+            else:
+                self.stats.dead += 1
+        if retry_at is None:
+            return None
+        return time.monotonic() + max(0.0, (retry_at - timezone.now()).total_seconds())
+
+    def _heartbeat(self) -> None:
+        """Refresh our locks, notice jobs we no longer own, and report ourselves."""
+        owned_ids = self._heartbeat_ids()
+        with self._connection.cursor() as cursor:
+            if owned_ids:
+                still = sql.heartbeat(cursor, self.worker_id, owned_ids)
+                for job_id in set(owned_ids) - still:
+                    logger.warning("Job #%d is no longer ours: its lock expired", job_id)
+                    self._lost.add(job_id)
+            cursor.execute(
+                sql.UPSERT_WORKER,
+                [
+                    self.worker_id,
+                    socket.gethostname(),
+                    os.getpid(),
+                    sql.dumps(self.queues or []),
+                    self.threads,
+                    self.stats.finished,
+                ],
+            )
+
+    def _heartbeat_ids(self) -> list[int]:
+        return [job_id for job_id in self._claimed if job_id not in self._lost]
+
+    def _prune(self) -> float:
+        """Delete expired history in bounded batches; returns seconds until the next prune."""
+        batch = settings.PRUNE_BATCH_SIZE
+        with self._connection.cursor() as cursor:
+            deleted = sql.prune(cursor, ["completed", "cancelled"], settings.RETENTION, batch)
+            full = deleted >= batch
+            dead_retention = settings.DEAD_RETENTION
+            if dead_retention is not None:
+                dead = sql.prune(cursor, ["dead"], dead_retention, batch)
+                full = full or dead >= batch
+            cursor.execute(sql.PRUNE_WORKERS, [WORKER_ROW_RETENTION])
+        # A full batch means more is due: come back soon, without hogging the loop.
+        return 1.0 if full else settings.PRUNE_INTERVAL
+
+    # ----- shutdown --------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Hand back unstarted jobs, wait for running ones, write every outcome."""
+        unstarted: list[int] = []
+        while True:
+            try:
+                job = self._work.get_nowait()
+            except queue_module.Empty:
+                break
+            if job is not None:
+                unstarted.append(job.pk)
+        deadline = time.monotonic() + self.shutdown_timeout
+        backoff = Backoff()
+        released = False
+        while True:
+            try:
+                if unstarted and not released:
+                    with self._connection.cursor() as cursor:
+                        handed = sql.release(cursor, self.worker_id, unstarted)
+                    released = True
+                    self.stats.released += len(handed)
+                    for job_id in unstarted:
+                        self._claimed.pop(job_id, None)
+                    if handed:
+                        logger.info("Handed %d unstarted jobs back to the queue", len(handed))
+                if self._outcomes:
+                    self._flush()
+                if not self._claimed:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    logger.warning(
+                        "Shutdown timeout: %d jobs still running; they will be reclaimed after "
+                        "the visibility timeout",
+                        len(self._claimed),
+                    )
+                    break
+                self._drain_events(min(remaining, settings.HEARTBEAT_INTERVAL))
+                if self._claimed and time.monotonic() - deadline < 0:
+                    self._heartbeat()
+            except CONNECTION_ERRORS as exc:
+                logger.warning("Queue database unreachable during shutdown (%s)", exc)
+                self._connection.close()
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(backoff.failed())
+        try:
+            with self._connection.cursor() as cursor:
+                cursor.execute(sql.STOP_WORKER, [self.worker_id])
+        except CONNECTION_ERRORS:
+            pass
+
+
+def _log_outcome(job: Job, outcome: Outcome) -> None:
+    duration_ms = (
+        (outcome.finished_at or timezone.now()) - outcome.started_at
+    ).total_seconds() * 1000
+    if outcome.outcome == "completed":
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "%s #%d queue=%s attempt=%d/%d completed in %.1fms",
+                job.name,
+                job.pk,
+                job.queue,
+                job.attempts,
+                job.max_attempts,
+                duration_ms,
+            )
+        return
+    logger.error(
+        "%s #%d queue=%s attempt=%d/%d %s in %.1fms%s",
+        job.name,
+        job.pk,
+        job.queue,
+        job.attempts,
+        job.max_attempts,
+        "failed, will retry" if outcome.outcome == "retried" else "failed, now dead",
+        duration_ms,
+        f" (next attempt at {outcome.run_after.isoformat()})" if outcome.run_after else "",
+        exc_info=outcome.exception,
+    )
