@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
@@ -26,7 +26,7 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class JobFunction(Generic[P, R]):
+class JobFunction[**P, R]:
     """A function registered as a job. Calling it runs it inline; ``enqueue`` queues it.
 
     Frozen: ``using(...)`` returns a copy with other options, as Django's ``Task.using`` does.
@@ -65,16 +65,15 @@ class JobFunction(Generic[P, R]):
         commit_using: str | None = None,
     ) -> JobFunction[P, R]:
         """A copy with these options replaced (``None`` keeps the current value)."""
-        changes = {
-            "queue": queue,
-            "priority": priority,
-            "run_after": run_after,
-            "max_attempts": max_attempts,
-            "unique_key": unique_key,
-            "concurrency_key": concurrency_key,
-        }
-        options = dataclasses.replace(
-            self.options, **{k: v for k, v in changes.items() if v is not None}
+        current = self.options
+        options = JobOptions(
+            name=current.name,
+            queue=current.queue if queue is None else queue,
+            priority=current.priority if priority is None else priority,
+            run_after=current.run_after if run_after is None else run_after,
+            max_attempts=current.max_attempts if max_attempts is None else max_attempts,
+            unique_key=current.unique_key if unique_key is None else unique_key,
+            concurrency_key=current.concurrency_key if concurrency_key is None else concurrency_key,
         )
         return dataclasses.replace(
             self, options=options, commit_using=commit_using or self.commit_using
@@ -143,7 +142,7 @@ class JobFunction(Generic[P, R]):
 
 
 @overload
-def job(func: Callable[P, R], /) -> JobFunction[P, R]: ...
+def job[**P, R](func: Callable[P, R], /) -> JobFunction[P, R]: ...
 
 
 @overload
@@ -161,7 +160,7 @@ def job(
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
-def job(
+def job[**P, R](
     func: Callable[P, R] | None = None,
     /,
     *,

@@ -107,16 +107,16 @@ class JobQuerySet(models.QuerySet["Job"]):
         with transaction.atomic(using=self.db):
             # Row locks keep a worker from claiming a failed job between the select and update.
             changed = list(keyless.select_for_update().values_list("id", flat=True).order_by())
-            self.model.objects.filter(id__in=changed).update(**values)
+            self._fresh().filter(id__in=changed).update(**values)
             # Keyed jobs one by one: at most one active job per (queue, unique_key).
             for job_id in candidates.filter(unique_key__isnull=False).values_list("id", flat=True):
                 try:
                     with transaction.atomic(using=self.db):
-                        if self.model.objects.filter(id=job_id).retryable().update(**values):
+                        if self._fresh().filter(id=job_id).retryable().update(**values):
                             changed.append(job_id)
                 except IntegrityError:
                     continue
-            self._notify(self.model.objects.filter(id__in=changed))
+            self._notify(self._fresh().filter(id__in=changed))
         return changed
 
     def cancel(self) -> int:
@@ -132,6 +132,10 @@ class JobQuerySet(models.QuerySet["Job"]):
             count = pending.update(run_after=timezone.now())
             self._notify(pending)
         return count
+
+    def _fresh(self) -> JobQuerySet:
+        """All jobs, on this queryset's database."""
+        return JobQuerySet(self.model, using=self.db)
 
     def _notify(self, jobs: JobQuerySet) -> None:
         queues = list(jobs.order_by().values_list("queue", flat=True).distinct())

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from django_pgqueue.managers import JobManager
+from django_pgqueue.managers import JobManager, JobQuerySet
 from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN, JobStatus
 
 
@@ -44,7 +44,7 @@ class Job(models.Model):
     errors = models.JSONField(
         default=list,
         db_default=models.Value([], models.JSONField()),
-        help_text="One entry per failed attempt: attempt, worker_id, exception_class, traceback, at.",
+        help_text="One entry per failed attempt (attempt, worker_id, exception_class, traceback).",
     )
     result = models.JSONField(null=True, blank=True, help_text="JSON return value, on success.")
     unique_key = models.CharField(max_length=255, null=True, blank=True)
@@ -140,16 +140,19 @@ class Job(models.Model):
 
     # ----- state transitions (one row; the worker batches its own) ----------------------------
 
+    def _this(self) -> JobQuerySet:
+        return Job.objects.get_queryset().using(self._state.db).filter(pk=self.pk)
+
     def retry(self) -> bool:
         """Make this dead, cancelled or failed job runnable now with its attempts reset."""
-        changed = bool(type(self).objects.using(self._state.db).filter(pk=self.pk).retry())
+        changed = bool(self._this().retry())
         if changed:
             self.refresh_from_db()
         return changed
 
     def cancel(self) -> bool:
         """Cancel this job if it is still pending."""
-        changed = bool(type(self).objects.using(self._state.db).filter(pk=self.pk).cancel())
+        changed = bool(self._this().cancel())
         if changed:
             self.refresh_from_db()
         return changed

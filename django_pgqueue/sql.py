@@ -41,7 +41,8 @@ JOB_COLUMNS = (
 
 
 class Cursor(Protocol):
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
 
@@ -102,7 +103,7 @@ def insert_one(cursor: Cursor, row: InsertRow) -> tuple[int, datetime, datetime]
 
 
 def insert_many(cursor: Cursor, rows: Sequence[InsertRow]) -> list[tuple[Any, ...]]:
-    """Insert jobs in one statement; returns (id, unique_key, run_after, created_at) per inserted row.
+    """Insert jobs in one statement; returns (id, unique_key, run_after, created_at) per row.
 
     Rows without a unique key come back in input order (PostgreSQL inserts ``unnest`` rows in
     order, as Django's own ``bulk_create`` relies on); rows skipped as duplicates are absent.
@@ -302,14 +303,22 @@ CROSS JOIN LATERAL (
 class Finish(Protocol):
     """What the worker knows about one job when it ends an attempt."""
 
-    job_id: int
-    status: str
-    run_after: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    result_json: str | None
-    error: str | None
-    error_entry_json: str | None
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def run_after(self) -> datetime | None: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+    @property
+    def result_json(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def error_entry_json(self) -> str | None: ...
 
 
 def heartbeat(cursor: Cursor, worker_id: str, job_ids: Sequence[int]) -> set[int]:

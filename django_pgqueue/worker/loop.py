@@ -171,7 +171,7 @@ class Worker:
     # ----- threads and signals ---------------------------------------------------------------
 
     def _install_signal_handlers(self) -> dict[int, Any]:
-        previous = {}
+        previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.getsignal(signum)
             signal.signal(signum, self._on_signal)
@@ -374,8 +374,8 @@ class Worker:
         self.stats.claimed += len(jobs)
         return len(rows)
 
-    def _flush(self) -> datetime | None:
-        """Write buffered outcomes; returns the earliest retry time among them (if any)."""
+    def _flush(self) -> float | None:
+        """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
         outcomes, self._outcomes = self._outcomes, []
         written: set[int] = set()
         try:

@@ -8,6 +8,7 @@ second signal kills them at once. Children get SIGTERM if the supervisor itself 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -77,10 +78,8 @@ class Supervisor:
 
     def _signal_children(self, signum: int) -> None:
         for pid in list(self.children):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
 
     def _spawn(self, index: int, failures: int) -> None:
         # Never share a database connection across fork.

@@ -17,7 +17,7 @@ class Command(BaseCommand):
         "Run background jobs from the PostgreSQL queue until stopped (SIGTERM/SIGINT finish "
         "running jobs first; a second signal exits at once)."
     )
-    requires_system_checks = ["django_pgqueue"]  # type: ignore[assignment]
+    requires_system_checks = ["django_pgqueue"]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
