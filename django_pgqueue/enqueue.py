@@ -239,5 +239,5 @@ def enqueue_many(options: JobOptions, rows: Sequence[sql.InsertRow]) -> list[int
 
 def retry_delay(attempt: int, base: float, cap: float, jitter: float) -> float:
     """Seconds before the next attempt: ``base * 2**(attempt-1) * (1 + U(0, jitter))``, capped."""
-    delay = base * (2 ** max(attempt - 1, 0)) * (1 + random.uniform(0, jitter))
+    delay = base * float(2 ** max(attempt - 1, 0)) * (1 + random.uniform(0, jitter))
     return min(delay, cap)
