@@ -69,6 +69,21 @@ STATIC_URL = "/static/"
 PGQUEUE_BACKOFF_BASE = 0.0
 PGQUEUE_BACKOFF_JITTER = 0.0
 
+# Worker subprocesses started by tests get their timing settings from the environment.
+for _name, _cast in {
+    "VISIBILITY_TIMEOUT": float,
+    "HEARTBEAT_INTERVAL": float,
+    "POLL_INTERVAL": float,
+    "BACKOFF_BASE": float,
+    "SHUTDOWN_TIMEOUT": float,
+    "RETENTION": float,
+    "BATCH_SIZE": int,
+}.items():
+    if f"PGQUEUE_{_name}" in os.environ:
+        globals()[f"PGQUEUE_{_name}"] = _cast(os.environ[f"PGQUEUE_{_name}"])
+if "PGQUEUE_LISTEN" in os.environ:
+    PGQUEUE_LISTEN = os.environ["PGQUEUE_LISTEN"] == "1"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -28,6 +28,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import psycopg.errors
+from django.db import connections
 from django.utils import timezone
 
 from django_pgqueue import sql
@@ -206,6 +207,7 @@ class Worker:
         while True:
             job = self._work.get()
             if job is None:
+                connections.close_all()
                 return
             if job.pk in self._lost:
                 # Another worker reclaimed it while it waited here: not ours to run.

@@ -1,0 +1,238 @@
+"""Enqueueing: transactions, argument checks, unique keys and bulk inserts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connections, transaction
+from django.utils import timezone
+
+from django_pgqueue import InvalidJobArguments, job
+from django_pgqueue.exceptions import DuplicateJobName
+from django_pgqueue.models import Job
+from tests.testapp import jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_plain_call_runs_inline():
+    assert jobs.add(2, 3) == 5
+    assert not Job.objects.exists()
+
+
+def test_enqueue_inserts_a_pending_row_with_the_decorator_options():
+    created = jobs.send_welcome.enqueue(42)
+    row = Job.objects.get()
+    assert row.pk == created.pk
+    assert (row.name, row.queue, row.priority, row.max_attempts) == (
+        "tests.testapp.jobs.send_welcome",
+        "emails",
+        10,
+        5,
+    )
+    assert row.args == [42]
+    assert row.kwargs == {}
+    assert row.status == "pending"
+    assert row.attempts == 0
+    assert created.created_at == row.created_at
+    assert created.run_after == row.run_after
+
+
+def test_using_overrides_options_without_changing_the_original():
+    when = timezone.now() + timedelta(minutes=30)
+    variant = jobs.send_welcome.using(queue="bulk", priority=-5, run_after=when, max_attempts=2)
+    variant.enqueue(user_id=7)
+    row = Job.objects.get()
+    assert (row.queue, row.priority, row.max_attempts, row.run_after) == ("bulk", -5, 2, when)
+    assert row.kwargs == {"user_id": 7}
+    assert jobs.send_welcome.options.queue == "emails"
+
+
+def test_run_after_timedelta_is_from_now():
+    before = timezone.now()
+    jobs.noop.using(run_after=timedelta(hours=1)).enqueue()
+    row = Job.objects.get()
+    assert before + timedelta(hours=1) <= row.run_after <= timezone.now() + timedelta(hours=1)
+
+
+def test_rollback_drops_the_job():
+    with pytest.raises(Boom), transaction.atomic():
+        jobs.add.enqueue(1, 2)
+        assert Job.objects.count() == 1
+        raise Boom
+    assert not Job.objects.exists()
+
+
+def test_job_is_invisible_to_workers_until_commit(other_connection):
+    with transaction.atomic():
+        jobs.add.enqueue(1, 2)
+        with other_connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pgqueue_job")
+            assert cursor.fetchone()[0] == 0
+    with other_connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pgqueue_job")
+        assert cursor.fetchone()[0] == 1
+
+
+def test_enqueue_on_commit_inserts_only_after_commit():
+    with transaction.atomic():
+        jobs.add.enqueue_on_commit(1, 2)
+        assert not Job.objects.exists()
+    assert Job.objects.get().args == [1, 2]
+
+
+def test_enqueue_on_commit_inserts_nothing_on_rollback():
+    with pytest.raises(Boom), transaction.atomic():
+        jobs.add.enqueue_on_commit(1, 2)
+        raise Boom
+    assert not Job.objects.exists()
+
+
+def test_enqueue_on_commit_checks_arguments_at_the_call():
+    with pytest.raises(InvalidJobArguments), transaction.atomic():
+        jobs.add.enqueue_on_commit(datetime.now(UTC), 2)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((datetime(2024, 1, 1, tzinfo=UTC),), {}, "argument 0 (user_id) of type datetime"),
+        ((), {"user_id": {1, 2}}, "keyword argument 'user_id' of type set"),
+        (((1, 2),), {}, "argument 0 (user_id) of type tuple changes in a JSON round trip"),
+        (({1: "a"},), {}, "argument 0 (user_id) of type dict changes in a JSON round trip"),
+        ((float("nan"),), {}, "argument 0 (user_id) of type float is not JSON-serializable"),
+        ((object(),), {}, "argument 0 (user_id) of type object"),
+    ],
+)
+def test_non_json_arguments_fail_at_enqueue_naming_the_argument(args, kwargs, message):
+    with pytest.raises(InvalidJobArguments) as excinfo:
+        jobs.send_welcome.enqueue(*args, **kwargs)
+    assert message in str(excinfo.value)
+    assert "tests.testapp.jobs.send_welcome" in str(excinfo.value)
+    assert not Job.objects.exists()
+
+
+def test_arguments_that_do_not_fit_the_signature_fail_at_enqueue():
+    with pytest.raises(InvalidJobArguments, match="missing a required argument: 'b'"):
+        jobs.add.enqueue(1)
+    with pytest.raises(InvalidJobArguments, match="unexpected keyword argument 'c'"):
+        jobs.add.enqueue(1, 2, c=3)
+    assert not Job.objects.exists()
+
+
+def test_bad_options_fail_clearly():
+    with pytest.raises(ValueError, match="priority must be between -100 and 100"):
+        jobs.add.using(priority=101)
+    with pytest.raises(ValueError, match="max_attempts must be an int >= 1"):
+        jobs.add.using(max_attempts=0)
+    with pytest.raises(TypeError, match="run_after must be a datetime or a timedelta"):
+        jobs.add.using(run_after=5)  # type: ignore[arg-type]
+
+
+def test_unique_key_returns_the_active_job_instead_of_a_duplicate():
+    first = jobs.add.using(unique_key="sum-1").enqueue(1, 1)
+    second = jobs.add.using(unique_key="sum-1").enqueue(1, 1)
+    assert second.pk == first.pk
+    assert first.deduplicated is False
+    assert second.deduplicated is True
+    assert Job.objects.count() == 1
+    # Another queue is another key space.
+    other = jobs.add.using(unique_key="sum-1", queue="other").enqueue(1, 1)
+    assert other.pk != first.pk
+    # Once the first is finished, the key is free again.
+    Job.objects.filter(pk=first.pk).update(status="completed")
+    third = jobs.add.using(unique_key="sum-1").enqueue(1, 1)
+    assert third.pk != first.pk and third.deduplicated is False
+
+
+def test_unique_key_holds_under_concurrent_enqueues():
+    threads = 8
+    barrier = threading.Barrier(threads)
+    ids: list[int] = []
+    errors: list[BaseException] = []
+
+    def enqueue():
+        try:
+            barrier.wait()
+            with transaction.atomic():
+                ids.append(jobs.add.using(unique_key="race").enqueue(1, 2).pk)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=enqueue) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert errors == []
+    assert Job.objects.filter(unique_key="race").count() == 1
+    assert set(ids) == {Job.objects.get().pk}
+
+
+def test_enqueue_many_inserts_ten_thousand_jobs_in_order():
+    ids = jobs.add.enqueue_many([(i, i) for i in range(10_000)])
+    assert len(ids) == 10_000
+    assert len(set(ids)) == 10_000
+    rows = dict(Job.objects.values_list("id", "args"))
+    assert len(rows) == 10_000
+    assert [rows[i] for i in ids] == [[i, i] for i in range(10_000)]
+
+
+def test_enqueue_many_accepts_keyword_dicts_and_checks_every_item():
+    ids = jobs.add.enqueue_many([{"a": 1, "b": 2}, (3, 4)])
+    assert list(Job.objects.filter(id__in=ids).order_by("id").values_list("args", "kwargs")) == [
+        ([], {"a": 1, "b": 2}),
+        ([3, 4], {}),
+    ]
+    with pytest.raises(InvalidJobArguments, match="Item 1 of enqueue_many"):
+        jobs.add.enqueue_many([(1, 2), (datetime.now(UTC), 2)])
+    assert Job.objects.count() == 2
+
+
+def test_enqueue_many_deduplicates_unique_keys():
+    existing = jobs.add.using(unique_key="k").enqueue(0, 0)
+    ids = jobs.add.using(unique_key="k").enqueue_many([(1, 1), (2, 2)])
+    assert ids == [existing.pk, existing.pk]
+    assert Job.objects.count() == 1
+
+
+def test_enqueue_sends_one_notification_per_queue_and_transaction(other_connection):
+    other_connection.ensure_connection()
+    raw = other_connection.connection
+    raw.autocommit = True
+    raw.execute("LISTEN pgqueue")
+    with transaction.atomic():
+        jobs.add.enqueue(1, 2)
+        jobs.add.enqueue(3, 4)
+        jobs.noop.enqueue_many([()] * 50)
+        jobs.send_welcome.enqueue(1)
+    payloads = sorted(n.payload for n in raw.notifies(timeout=1.0, stop_after=10))
+    assert payloads == ["default", "emails"]
+
+
+def test_two_functions_cannot_share_a_name():
+    with pytest.raises(DuplicateJobName):
+
+        @job(name="tests.testapp.jobs.add")
+        def impostor(a: int, b: int) -> int:
+            return a - b
+
+
+def test_importing_the_package_does_not_import_models():
+    code = (
+        "import django_pgqueue, sys; "
+        "from django_pgqueue import job; "
+        "assert 'django_pgqueue.models' not in sys.modules, 'models imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
