@@ -1,0 +1,193 @@
+"""The SKIP LOCKED claim, proven with real concurrent connections."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, connections, transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from django_pgqueue.models import Job
+from tests.testapp import jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_threads(count, target):
+    errors: list[BaseException] = []
+
+    def wrapped(index):
+        try:
+            target(index)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_claim_marks_jobs_running_and_counts_the_attempt():
+    created = jobs.add.enqueue(1, 2)
+    [claimed] = Job.objects.claim("w1")
+    assert claimed.pk == created.pk
+    assert claimed.args == [1, 2]
+    row = Job.objects.get()
+    assert (row.status, row.attempts, row.locked_by) == ("running", 1, "w1")
+    assert row.locked_at is not None and row.started_at is not None
+    assert Job.objects.claim("w2") == []
+
+
+def test_concurrent_claims_receive_every_job_exactly_once():
+    jobs.noop.enqueue_many([()] * 600)
+    received: list[list[int]] = [[] for _ in range(6)]
+    barrier = threading.Barrier(6)
+
+    def claim_until_empty(index):
+        barrier.wait()
+        while batch := Job.objects.claim(f"w{index}", limit=7):
+            received[index].extend(j.pk for j in batch)
+
+    run_threads(6, claim_until_empty)
+    everything = [pk for ids in received for pk in ids]
+    assert len(everything) == 600
+    assert set(everything) == set(Job.objects.values_list("id", flat=True))
+    assert sum(1 for ids in received if ids) > 1, "only one connection ever claimed"
+    assert set(Job.objects.values_list("status", flat=True)) == {"running"}
+
+
+def test_a_row_locked_by_another_transaction_is_skipped_not_waited_for(other_connection):
+    first = jobs.add.enqueue(1, 1)
+    second = jobs.add.enqueue(2, 2)
+    other_connection.set_autocommit(False)
+    with other_connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM pgqueue_job WHERE id = %s FOR UPDATE", [first.pk])
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # Were the claim to wait for the lock, this turns the hang into an error.
+            cursor.execute("SET LOCAL lock_timeout = '5s'")
+            claimed = Job.objects.claim("w1", limit=2)
+        assert [j.pk for j in claimed] == [second.pk]
+    finally:
+        other_connection.rollback()
+        other_connection.set_autocommit(True)
+    assert [j.pk for j in Job.objects.claim("w1", limit=2)] == [first.pk]
+
+
+def test_claim_order_is_priority_then_run_after_and_skips_future_jobs():
+    now = timezone.now()
+    low = jobs.noop.using(priority=-10).enqueue()
+    late = jobs.noop.using(run_after=now - timedelta(seconds=1)).enqueue()
+    early = jobs.noop.using(run_after=now - timedelta(seconds=10)).enqueue()
+    high = jobs.noop.using(priority=50).enqueue()
+    jobs.noop.using(run_after=now + timedelta(hours=1), priority=100).enqueue()
+    claimed = Job.objects.claim("w", limit=10)
+    assert [j.pk for j in claimed] == [high.pk, early.pk, late.pk, low.pk]
+
+
+def test_queues_are_claimed_in_the_order_given():
+    default = jobs.noop.using(priority=100).enqueue()
+    email = jobs.noop.using(queue="emails", priority=-100).enqueue()
+    jobs.noop.using(queue="ignored").enqueue()
+    claimed = Job.objects.claim("w", queues=["emails", "default"], limit=10)
+    assert [j.pk for j in claimed] == [email.pk, default.pk]
+    # One slot: the first queue wins even with a lower priority.
+    jobs.noop.using(priority=100).enqueue()
+    jobs.noop.using(queue="emails", priority=-100).enqueue()
+    [only] = Job.objects.claim("w", queues=["emails", "default"], limit=1)
+    assert only.queue == "emails"
+
+
+@override_settings(PGQUEUE_VISIBILITY_TIMEOUT=30)
+def test_a_job_whose_worker_stopped_heartbeating_is_reclaimed_and_counted():
+    created = jobs.add.enqueue(1, 2)
+    Job.objects.claim("dead-worker")
+    assert Job.objects.claim("w2") == [], "a fresh lock is not stale"
+    Job.objects.filter(pk=created.pk).update(locked_at=timezone.now() - timedelta(seconds=31))
+    [reclaimed] = Job.objects.claim("w2")
+    assert reclaimed.pk == created.pk
+    row = Job.objects.get()
+    assert (row.status, row.attempts, row.locked_by) == ("running", 2, "w2")
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.WorkerLost"
+    assert row.errors[-1]["worker_id"] == "dead-worker"
+    assert "dead-worker stopped heartbeating" in row.last_error
+
+
+@override_settings(PGQUEUE_VISIBILITY_TIMEOUT=30)
+def test_a_job_that_keeps_killing_its_worker_goes_dead_after_max_attempts():
+    created = jobs.always_fails.enqueue()  # max_attempts=3
+    for attempt in range(1, 4):
+        [claimed] = Job.objects.claim(f"w{attempt}")
+        assert claimed.attempts == attempt
+        Job.objects.filter(pk=created.pk).update(locked_at=timezone.now() - timedelta(minutes=1))
+    assert Job.objects.claim("w4") == []
+    row = Job.objects.get()
+    assert (row.status, row.attempts) == ("dead", 3)
+    assert row.finished_at is not None
+    assert "WorkerLost" in row.last_error
+
+
+def test_one_running_job_per_concurrency_key_within_a_claim():
+    for i in range(3):
+        jobs.add.using(concurrency_key="tenant-7").enqueue(i, i)
+    free = jobs.add.enqueue(9, 9)
+    claimed = Job.objects.claim("w", limit=10)
+    assert sorted(j.pk for j in claimed if j.concurrency_key is None) == [free.pk]
+    assert sum(1 for j in claimed if j.concurrency_key == "tenant-7") == 1
+    assert Job.objects.claim("w", limit=10) == []
+
+
+def test_the_database_refuses_two_running_jobs_with_one_key():
+    a = jobs.add.using(concurrency_key="tenant-1").enqueue(1, 1)
+    b = jobs.add.using(concurrency_key="tenant-1").enqueue(2, 2)
+    Job.objects.filter(pk=a.pk).update(status="running")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.filter(pk=b.pk).update(status="running")
+
+
+def test_concurrent_claims_never_run_two_jobs_of_one_key_at_once():
+    keys = ["tenant-a", "tenant-b"]
+    for i in range(40):
+        jobs.add.using(concurrency_key=keys[i % 2]).enqueue(i, i)
+    jobs.noop.enqueue_many([()] * 40)
+    running: dict[str, int] = {}
+    overlaps: list[str] = []
+    ran: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(4)
+
+    def work(index):
+        barrier.wait()
+        idle = 0
+        while idle < 20:
+            batch = Job.objects.claim(f"w{index}", limit=3)
+            if not batch:
+                idle += 1
+                threading.Event().wait(0.01)
+                continue
+            idle = 0
+            for claimed in batch:
+                key = claimed.concurrency_key
+                with lock:
+                    if key and running.get(key):
+                        overlaps.append(key)
+                    if key:
+                        running[key] = claimed.pk
+                    ran.append(claimed.pk)
+                threading.Event().wait(0.002)
+                with lock:
+                    if key:
+                        running[key] = 0
+                Job.objects.filter(pk=claimed.pk).update(status="completed")
+
+    run_threads(4, work)
+    assert overlaps == []
+    assert sorted(ran) == sorted(Job.objects.values_list("id", flat=True))
