@@ -144,9 +144,10 @@ class JobQuerySet(models.QuerySet["Job"]):
                 sql.notify(cursor, queues)
 
 
-class JobManager(models.Manager["Job"]):
-    _queryset_class = JobQuerySet
+_BaseJobManager = models.Manager.from_queryset(JobQuerySet)
 
+
+class JobManager(_BaseJobManager["Job"]):
     def get_queryset(self) -> JobQuerySet:
         return JobQuerySet(self.model, using=self._db)
 
@@ -174,7 +175,7 @@ class JobManager(models.Manager["Job"]):
 
     def retry_dead(self, queue: str | None = None) -> list[int]:
         """Retry every dead job (of ``queue``, if given)."""
-        jobs = self.get_queryset().dead()
+        jobs: JobQuerySet = self.get_queryset().dead()
         if queue is not None:
             jobs = jobs.in_queue(queue)
         return jobs.retry()
