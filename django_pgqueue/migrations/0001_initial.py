@@ -129,7 +129,7 @@ class Migration(migrations.Migration):
                     models.JSONField(
                         db_default=models.Value([], models.JSONField()),
                         default=list,
-                        help_text="One entry per failed attempt: attempt, worker_id, exception_class, traceback, at.",
+                        help_text="One entry per failed attempt (attempt, worker_id, exception_class, traceback).",
                     ),
                 ),
                 (
