@@ -1,0 +1,114 @@
+"""``manage.py pgqueue_bench`` with tiny numbers: the output's shape and the clean-up.
+
+No timing is asserted: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_pgqueue import bench
+from django_pgqueue.models import Job
+from django_pgqueue.models import Worker as WorkerRow
+from tests.testapp import jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TINY = [
+    "--jobs=200",
+    "--single-samples=20",
+    "--pickup-samples=5",
+    "--history-rows=2000",
+    "--claim-jobs=100",
+    "--claim-repeats=1",
+]
+
+
+def run_bench(*args: str) -> tuple[list[str], str]:
+    out, err = StringIO(), StringIO()
+    call_command("pgqueue_bench", *args, stdout=out, stderr=err)
+    return out.getvalue().splitlines(), err.getvalue()
+
+
+def bench_rows() -> int:
+    return Job.objects.filter(queue__startswith=bench.QUEUE_PREFIX).count()
+
+
+def test_json_last_line_has_every_figure_and_the_scratch_queue_is_gone():
+    mine = jobs.noop.enqueue()  # a real queue's job: the bench must not touch it
+    lines, err = run_bench(*TINY, "--json")
+
+    data = json.loads(lines[-1])
+    assert list(data) == list(bench.RESULT_KEYS)
+    for key in bench.RESULT_KEYS[:-2]:
+        assert isinstance(data[key], float), key
+        assert data[key] > 0, key
+    machine = data["machine"]
+    assert {"cpu_count", "postgresql", "python", "django"} <= set(machine)
+    assert data["settings"]["jobs"] == 200
+    assert data["settings"]["processes"] == 2
+    assert data["settings"]["history_rows"] == 2000
+    assert data["settings"]["queue"].startswith(bench.QUEUE_PREFIX)
+    # The human-readable table comes first, and the phases were reported on stderr.
+    assert any(line.startswith("drain_per_s") for line in lines[:-1])
+    assert "drain with 2 processes" in err
+
+    assert bench_rows() == 0
+    assert not WorkerRow.objects.filter(worker_id__startswith=bench.QUEUE_PREFIX).exists()
+    mine.refresh_from_db()
+    assert mine.status == "pending"
+    assert Job.objects.count() == 1
+
+
+def test_phases_left_out_are_null():
+    lines, _ = run_bench("--jobs=50", "--phases=enqueue,single", "--single-samples=5", "--json")
+    data = json.loads(lines[-1])
+    assert data["enqueue_bulk_per_s"] > 0
+    assert data["enqueue_single_ms_p50"] > 0
+    assert data["drain_per_s"] is None
+    assert data["pickup_ms_p50"] is None
+    assert data["history_claim_ratio"] is None
+    assert bench_rows() == 0
+
+
+def test_without_json_prints_the_table_only():
+    lines, _ = run_bench("--jobs=20", "--phases=enqueue", "--no-progress")
+    assert lines[-1].startswith("settings: ")
+    assert not any(line.startswith("{") for line in lines)
+
+
+def test_memory_mode_reports_rss_and_cleans_up():
+    lines, _ = run_bench("--memory", "--memory-jobs=300", "--json")
+    data = json.loads(lines[-1])
+    assert data["jobs"] == 300
+    assert data["rss_kib_first"] > 0
+    assert data["rss_kib_end"] > 0
+    assert data["first_jobs"] >= 300
+    assert bench_rows() == 0
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(CommandError, match="--jobs must be at least 1"):
+        run_bench("--jobs=0")
+    with pytest.raises(CommandError, match="Unknown phases: nope"):
+        run_bench("--phases=drain,nope")
+
+
+def test_cleanup_after_a_failure(monkeypatch):
+    def boom(self):
+        raise bench.BenchError("interrupted")
+
+    monkeypatch.setattr(bench.Bench, "enqueue_single", boom)
+    with pytest.raises(bench.BenchError):
+        run_bench("--jobs=30", "--phases=enqueue,drain,single")
+    assert bench_rows() == 0
+
+
+def test_percentile():
+    assert bench.percentile([3.0], 99) == 3.0
+    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert bench.percentile(list(map(float, range(101))), 99) == 99.0
