@@ -31,7 +31,9 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, "-m", "django", *args]
 
 
-def start_worker(*args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+def start_worker(
+    *args: str, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[str]:
     """Start ``manage.py run_jobs ARGS`` in its own process group; output captured as text."""
     return subprocess.Popen(
         manage("run_jobs", *args),
@@ -58,3 +60,30 @@ def run_worker(
         timeout=timeout,
         check=False,
     )
+
+
+def wait_until(predicate: Any, timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds.
+
+    The timeout is a deadline against hangs, not a speed assertion.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {predicate}")
+        time.sleep(interval)
+
+
+def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 60) -> str:
+    """Send ``sig`` (default SIGTERM) to the worker's process group; return its output."""
+    import signal as signal_module
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig or signal_module.SIGTERM)
+    out, _ = proc.communicate(timeout=timeout)
+    return out

@@ -49,6 +49,9 @@ BLOCKED_RECHECK = 0.2
 # How far ahead jobs are claimed: enough to keep the executors busy for about this long.
 PREFETCH_WINDOW = 0.2
 WORKER_ROW_RETENTION = 3600.0
+# Signals this close to the first are one request arriving twice (systemd and terminals signal
+# the whole process group, and the supervisor forwards the same signal).
+SIGNAL_DEDUPE_WINDOW = 1.0
 
 _WAKE = object()
 _STOP = object()
@@ -123,7 +126,7 @@ class Worker:
         self._running_lock = threading.Lock()
         self._outcomes: list[Outcome] = []
         self._stopping = False
-        self._signals_received = 0
+        self._first_signal_at: float | None = None
         self._executors: list[threading.Thread] = []
         self._listener: Listener | None = None
         self._avg_duration = 0.01
@@ -179,12 +182,16 @@ class Worker:
         return previous
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals_received += 1
-        if self._signals_received > 1:
+        now = time.monotonic()
+        if self._first_signal_at is None:
+            self._first_signal_at = now
+            logger.info("Received %s: finishing running jobs", signal.Signals(signum).name)
+            self._events.put(_STOP)
+        elif now - self._first_signal_at > SIGNAL_DEDUPE_WINDOW:
             logger.warning("Second signal: exiting now; running jobs recover after the timeout")
             os._exit(1)
-        logger.info("Received %s: finishing running jobs", signal.Signals(signum).name)
-        self._events.put(_STOP)
+        # Else the same shutdown request delivered twice (to the process group and forwarded
+        # by the supervisor): nothing more to do.
 
     def _start_threads(self) -> None:
         for index in range(self.threads):

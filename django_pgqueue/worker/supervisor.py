@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connections
 
-from django_pgqueue.worker.loop import Worker
+from django_pgqueue.worker.loop import SIGNAL_DEDUPE_WINDOW, Worker
 
 logger = logging.getLogger("django_pgqueue.worker")
 
@@ -50,7 +50,7 @@ class Supervisor:
         self.children: dict[int, _Child] = {}
         self.restarts: list[tuple[float, int, int]] = []  # (when, index, failures)
         self.stopping = False
-        self.signals = 0
+        self.first_signal_at: float | None = None
         self.failed = False
 
     def run(self) -> int:
@@ -66,12 +66,13 @@ class Supervisor:
         return 1 if self.failed and self.burst else 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.signals += 1
-        if self.signals == 1:
+        now = time.monotonic()
+        if self.first_signal_at is None:
+            self.first_signal_at = now
             logger.info("Supervisor received %s: stopping workers", signal.Signals(signum).name)
             self.stopping = True
             self._signal_children(signal.SIGTERM)
-        else:
+        elif now - self.first_signal_at > SIGNAL_DEDUPE_WINDOW:
             logger.warning("Second signal: killing workers now")
             self._signal_children(signal.SIGKILL)
             os._exit(1)

@@ -1,0 +1,210 @@
+"""``run_jobs`` as real subprocesses: draining, waking, scaling, crashes and shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from django_pgqueue.models import Job
+from django_pgqueue.models import Worker as WorkerRow
+from tests.testapp import jobs
+from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def statuses() -> Counter[str]:
+    return Counter(Job.objects.values_list("status", flat=True))
+
+
+def recorded(path: Path) -> list[tuple[str, int]]:
+    if not path.exists():
+        return []
+    return [(v, int(p)) for v, p in (line.split() for line in path.read_text().splitlines())]
+
+
+def test_burst_drains_jobs_and_exits_zero():
+    jobs.add.enqueue_many([(i, i) for i in range(50)])
+    failing = jobs.always_fails.using(max_attempts=2).enqueue()
+    result = run_worker()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert statuses() == Counter({"completed": 50, "dead": 1})
+    assert Job.objects.get(pk=failing.pk).attempts == 2
+    # One line per job at INFO, and the failure's traceback.
+    assert result.stderr.count("tests.testapp.jobs.add #") == 50
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "RuntimeError: boom" in result.stderr
+
+
+def test_quiet_verbosity_drops_the_per_job_lines():
+    jobs.add.enqueue(1, 1)
+    result = run_worker("-v", "0")
+    assert result.returncode == 0
+    assert "tests.testapp.jobs.add #" not in result.stderr
+    assert statuses() == Counter({"completed": 1})
+
+
+def test_a_running_worker_picks_up_jobs_enqueued_after_it_started(tmp_path):
+    out = tmp_path / "out"
+    jobs.record.enqueue(str(out), "before")
+    proc = start_worker("--threads", "2")
+    try:
+        wait_until(lambda: len(recorded(out)) == 1)
+        for i in range(20):
+            jobs.record.enqueue(str(out), f"after-{i}")
+        wait_until(lambda: statuses() == Counter({"completed": 21}))
+    finally:
+        output = stop(proc)
+    assert proc.returncode == 0, output
+    assert sorted(v for v, _ in recorded(out)) == sorted(
+        ["before", *(f"after-{i}" for i in range(20))]
+    )
+
+
+def test_notify_wakes_an_idle_worker_long_before_the_poll_interval(tmp_path):
+    out = tmp_path / "out"
+    proc = start_worker(env=worker_env(PGQUEUE_POLL_INTERVAL="600"))
+    try:
+        # The worker is idle (and listening) once it has registered and polled once.
+        wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).exists())
+        time.sleep(0.5)
+        jobs.record.enqueue(str(out), "woken")
+        # Far inside the 600 s poll interval: only the notification can have woken it.
+        wait_until(lambda: recorded(out), timeout=30)
+    finally:
+        stop(proc)
+    assert recorded(out)[0][0] == "woken"
+
+
+def test_several_processes_run_every_job_exactly_once(tmp_path):
+    out = tmp_path / "out"
+    jobs.record.enqueue_many([(str(out), f"job-{i}", 0.002) for i in range(400)])
+    result = run_worker("--processes", "3", "--batch-size", "10")
+    assert result.returncode == 0, result.stderr
+    lines = recorded(out)
+    assert sorted(v for v, _ in lines) == sorted(f"job-{i}" for i in range(400))
+    assert len({pid for _, pid in lines}) > 1, "one process did all the work"
+    assert statuses() == Counter({"completed": 400})
+
+
+def test_sigkill_of_the_whole_worker_loses_no_job(tmp_path):
+    out = tmp_path / "out"
+    jobs.record.enqueue_many([(str(out), f"job-{i}", 0.02) for i in range(300)])
+    env = worker_env(PGQUEUE_VISIBILITY_TIMEOUT="3", PGQUEUE_HEARTBEAT_INTERVAL="0.5")
+    proc = start_worker("--processes", "2", "--threads", "2", env=env)
+    wait_until(lambda: len(recorded(out)) >= 40)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    owned_at_kill = set(Job.objects.filter(status="running").values_list("id", flat=True))
+    assert owned_at_kill, "the kill should have caught jobs mid-flight"
+
+    result = run_worker(env=env)  # reclaims after the 3 s visibility timeout
+    assert result.returncode == 0, result.stderr
+    assert statuses() == Counter({"completed": 300})
+    counts = Counter(v for v, _ in recorded(out))
+    assert set(counts) == {f"job-{i}" for i in range(300)}
+    twice = {v for v, c in counts.items() if c > 1}
+    args_of = dict(Job.objects.values_list("id", "args"))
+    assert twice <= {args_of[pk][1] for pk in owned_at_kill}, "only claimed jobs may run twice"
+    for pk in owned_at_kill:
+        assert Job.objects.get(pk=pk).attempts == 2
+
+
+def test_sigterm_hands_back_unstarted_jobs_and_finishes_running_ones(tmp_path):
+    out = tmp_path / "out"
+    jobs.record.enqueue_many([(str(out), f"job-{i}", 1.0) for i in range(12)])
+    proc = start_worker("--threads", "2", "--batch-size", "10")
+    wait_until(lambda: Job.objects.filter(status="running").count() >= 4)
+    time.sleep(0.3)  # the first two are inside their 1 s sleep
+    output = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 0, output
+    assert "Handed" in output and "back to the queue" in output
+    done = Job.objects.filter(status="completed")
+    assert done.count() == len(recorded(out)) >= 2
+    pending = Job.objects.filter(status="pending")
+    assert pending.count() == 12 - done.count()
+    assert set(pending.values_list("attempts", flat=True)) == {0}, "hand-back spends no attempt"
+    assert not Job.objects.filter(status="running").exists()
+
+
+def test_a_second_signal_exits_at_once_and_the_jobs_are_recovered(tmp_path):
+    out = tmp_path / "out"
+    jobs.record.enqueue(str(out), "slow", 30.0)
+    env = worker_env(PGQUEUE_VISIBILITY_TIMEOUT="2", PGQUEUE_HEARTBEAT_INTERVAL="0.5")
+    proc = start_worker(env=env)
+    wait_until(lambda: Job.objects.filter(status="running").exists())
+    os.killpg(proc.pid, signal.SIGTERM)
+    time.sleep(1.5)  # later than the 1 s window in which a repeat counts as the same request
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.communicate(timeout=10)
+    assert proc.returncode != 0
+    assert Job.objects.get().status == "running"
+    Job.objects.update(args=[str(out), "quick", 0.0])
+    time.sleep(2.5)  # the lock goes stale after the 2 s visibility timeout
+    result = run_worker(env=env)
+    assert result.returncode == 0
+    row = Job.objects.get()
+    assert (row.status, row.attempts) == ("completed", 2)
+
+
+def test_terminated_database_connections_do_not_stop_the_worker(tmp_path):
+    out = tmp_path / "out"
+    proc = start_worker("--threads", "2")
+    try:
+        jobs.record.enqueue_many([(str(out), f"a-{i}") for i in range(10)])
+        wait_until(lambda: statuses() == Counter({"completed": 10}))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name LIKE 'pgqueue%%' AND pid <> pg_backend_pid()"
+            )
+            assert cursor.fetchone()[0] >= 1
+        jobs.record.enqueue_many([(str(out), f"b-{i}") for i in range(10)])
+        wait_until(lambda: statuses() == Counter({"completed": 20}))
+        assert proc.poll() is None, "the worker died"
+    finally:
+        output = stop(proc)
+    assert "unreachable" in output or "reconnecting" in output
+    assert len(recorded(out)) == 20
+
+
+def test_a_heartbeat_keeps_a_long_job_from_running_twice(tmp_path):
+    out = tmp_path / "out"
+    env = worker_env(PGQUEUE_VISIBILITY_TIMEOUT="1.5", PGQUEUE_HEARTBEAT_INTERVAL="0.3")
+    created = jobs.record.enqueue(str(out), "long", 5.0)
+    first = start_worker(env=env)
+    wait_until(lambda: Job.objects.filter(status="running").exists())
+    second = start_worker(env=env)  # would reclaim it if the lock went stale
+    try:
+        wait_until(lambda: Job.objects.get(pk=created.pk).status == "completed", timeout=60)
+    finally:
+        stop(first)
+        stop(second)
+    assert [v for v, _ in recorded(out)] == ["long"]
+    assert Job.objects.get(pk=created.pk).attempts == 1
+
+
+def test_the_supervisor_restarts_a_child_killed_with_sigkill(tmp_path):
+    out = tmp_path / "out"
+    proc = start_worker("--processes", "2")
+    try:
+        live = lambda: set(  # noqa: E731
+            WorkerRow.objects.filter(stopped_at__isnull=True).values_list("pid", flat=True)
+        )
+        children = wait_until(lambda: live() if len(live()) == 2 else None)
+        victim = min(children)
+        os.kill(victim, signal.SIGKILL)
+        replaced = wait_until(lambda: live() - {victim} if len(live() - {victim}) == 2 else None)
+        assert victim not in replaced
+        jobs.record.enqueue_many([(str(out), f"j-{i}") for i in range(30)])
+        wait_until(lambda: statuses() == Counter({"completed": 30}))
+    finally:
+        output = stop(proc)
+    assert proc.returncode == 0, output
+    assert f"Worker process {victim} died (signal 9)" in output
