@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import django
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
@@ -16,3 +17,10 @@ class PgQueueConfig(AppConfig):
         # Like the admin: import every installed app's ``jobs`` module so its @job functions
         # are registered before a worker claims anything.
         autodiscover_modules("jobs")
+
+        # django.tasks (Django 6.0+ only): when a TASKS backend is ours, import every app's
+        # ``tasks`` module too, so workers know the @task functions. See docs/django-tasks.md.
+        if django.VERSION >= (6, 0):
+            from django_pgqueue.tasks import autodiscover as autodiscover_tasks
+
+            autodiscover_tasks()
