@@ -27,6 +27,7 @@ _NUMBERS: dict[str, tuple[tuple[type, ...], float, bool]] = {
     "FLUSH_SIZE": ((int,), 1, True),
     "FLUSH_INTERVAL": ((int, float, timedelta), 0, True),
     "SHUTDOWN_TIMEOUT": ((int, float, timedelta), 0, True),
+    "JOB_TIMEOUT": ((int, float, timedelta, type(None)), 0, False),
 }
 _STRINGS = ("DATABASE", "DEFAULT_QUEUE")
 _BOOLEANS = ("LISTEN",)

@@ -46,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
     # Worker: completions are written when this many are buffered, or after FLUSH_INTERVAL seconds.
     "FLUSH_SIZE": 100,
     "FLUSH_INTERVAL": 0.05,
+    # Seconds a job may run before it counts as hung and fails (None: no limit; @job(timeout=)
+    # overrides it per job).
+    "JOB_TIMEOUT": None,
     # Worker: seconds a graceful shutdown waits for running jobs.
     "SHUTDOWN_TIMEOUT": 30.0,
 }
@@ -134,6 +137,11 @@ class Settings:
     @property
     def FLUSH_INTERVAL(self) -> float:
         return _seconds(self.get("FLUSH_INTERVAL"))
+
+    @property
+    def JOB_TIMEOUT(self) -> float | None:
+        value = self.get("JOB_TIMEOUT")
+        return None if value is None else _seconds(value)
 
     @property
     def SHUTDOWN_TIMEOUT(self) -> float:

@@ -38,6 +38,8 @@ class JobFunction[**P, R]:
     backoff_max: float | None = None
     #: The database whose transaction ``enqueue_on_commit`` waits for (default: Django's default).
     commit_using: str | None = None
+    #: Seconds an attempt may run before it fails as hung (None: ``PGQUEUE_JOB_TIMEOUT``).
+    timeout: float | None = None
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,6 +159,7 @@ def job(
     concurrency_key: str | None = None,
     backoff_base: float | None = None,
     backoff_max: float | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
@@ -173,6 +176,7 @@ def job[**P, R](
     concurrency_key: str | None = None,
     backoff_base: float | None = None,
     backoff_max: float | None = None,
+    timeout: float | None = None,
 ) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
@@ -193,7 +197,11 @@ def job[**P, R](
             concurrency_key=concurrency_key,
         )
         handle = JobFunction(
-            func=f, options=options, backoff_base=backoff_base, backoff_max=backoff_max
+            func=f,
+            options=options,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            timeout=timeout,
         )
         registry.register(handle)
         return handle

@@ -21,3 +21,7 @@ class DuplicateJobName(PgQueueError, ValueError):
 
 class WorkerLost(PgQueueError):
     """Recorded on a job whose worker stopped heartbeating (killed, frozen or cut off)."""
+
+
+class JobTimeout(PgQueueError):
+    """Recorded on a job that ran longer than its ``timeout``; its thread was abandoned."""

@@ -63,6 +63,27 @@ def get(name: str) -> Runnable:
         ) from None
 
 
+def timeout_of(name: str) -> float | None:
+    """Seconds a job of this name may run before it counts as hung (None: no limit)."""
+    from django_pgqueue.conf import settings
+
+    timeout = getattr(_registry.get(name), "timeout", None)
+    return timeout if timeout is not None else settings.JOB_TIMEOUT
+
+
+def retry_delay_of(job: Job) -> float:
+    """The backoff before the next attempt of ``job``; the default schedule for unknown names."""
+    from django_pgqueue.conf import settings
+    from django_pgqueue.enqueue import retry_delay
+
+    runnable = _registry.get(job.name)
+    if runnable is not None:
+        return runnable.retry_delay(job.attempts)
+    return retry_delay(
+        job.attempts, settings.BACKOFF_BASE, settings.BACKOFF_MAX, settings.BACKOFF_JITTER
+    )
+
+
 def names() -> list[str]:
     return sorted(_registry)
 

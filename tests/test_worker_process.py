@@ -208,3 +208,25 @@ def test_the_supervisor_restarts_a_child_killed_with_sigkill(tmp_path):
         output = stop(proc)
     assert proc.returncode == 0, output
     assert f"Worker process {victim} died (signal 9)" in output
+
+
+def test_a_hung_job_fails_on_its_timeout_and_the_worker_carries_on(tmp_path):
+    out = tmp_path / "out"
+    hung = jobs.hangs.enqueue(30.0)
+    jobs.record.enqueue_many([(str(out), f"after-{i}") for i in range(5)])
+    # One thread: only a replacement thread can run the other jobs.
+    result = run_worker("--threads", "1", timeout=120)
+    assert result.returncode == 0, result.stderr
+    row = Job.objects.get(pk=hung.pk)
+    assert (row.status, row.attempts) == ("dead", 2)
+    assert "django_pgqueue.exceptions.JobTimeout" in [e["exception_class"] for e in row.errors]
+    assert "ran longer than its 1s timeout" in row.last_error
+    assert len(recorded(out)) == 5
+
+
+def test_max_jobs_exits_after_that_many_jobs():
+    jobs.noop.enqueue_many([()] * 20)
+    proc = start_worker("--max-jobs", "5")
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert statuses() == Counter({"completed": 5, "pending": 15})

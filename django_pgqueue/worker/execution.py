@@ -12,8 +12,6 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from django_pgqueue import registry, signals, sql
-from django_pgqueue.conf import settings
-from django_pgqueue.enqueue import retry_delay
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -121,15 +119,8 @@ def execute(job: Job, worker_id: str) -> Outcome:
             result_json=result_json,
         )
     except Exception as exc:
-        if runnable is None:
-            # An unknown name: a newer deploy may know it, so retry with the default backoff
-            # rather than going dead at once.
-            delay: float | None = retry_delay(
-                job.attempts, settings.BACKOFF_BASE, settings.BACKOFF_MAX, settings.BACKOFF_JITTER
-            )
-        else:
-            delay = runnable.retry_delay(job.attempts)
-        outcome = failed(job, exc, started_at, worker_id, delay)
+        # An unknown name retries with the default backoff (a newer deploy may know it).
+        outcome = failed(job, exc, started_at, worker_id, registry.retry_delay_of(job))
     finally:
         close_old_connections()
     signals.send(

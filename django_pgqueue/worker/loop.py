@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -31,11 +31,12 @@ import psycopg.errors
 from django.db import connections
 from django.utils import timezone
 
-from django_pgqueue import sql
+from django_pgqueue import registry, sql
 from django_pgqueue.conf import settings
+from django_pgqueue.exceptions import JobTimeout
 from django_pgqueue.managers import CLAIM_RACE_RETRIES, jobs_from_claim
 from django_pgqueue.worker.connection import CONNECTION_ERRORS, Backoff, QueueConnection
-from django_pgqueue.worker.execution import Outcome, execute
+from django_pgqueue.worker.execution import Outcome, execute, failed
 from django_pgqueue.worker.listener import Listener
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ WORKER_ROW_RETENTION = 3600.0
 # Signals this close to the first are one request arriving twice (systemd and terminals signal
 # the whole process group, and the supervisor forwards the same signal).
 SIGNAL_DEDUPE_WINDOW = 1.0
+# How often running jobs with a timeout are checked.
+TIMEOUT_CHECK_INTERVAL = 0.25
 
 _WAKE = object()
 _STOP = object()
@@ -80,7 +83,12 @@ class _Dropped:
 @dataclass
 class _Running:
     job: Job
-    started: float = field(default_factory=time.monotonic)
+    started_at: datetime
+    deadline: float | None  # monotonic time after which the job counts as hung
+
+    @property
+    def attempt(self) -> tuple[int, int]:
+        return (self.job.pk, self.job.attempts)
 
 
 class Worker:
@@ -122,7 +130,7 @@ class Worker:
         self._work: queue_module.SimpleQueue[Job | None] = queue_module.SimpleQueue()
         self._connection = QueueConnection(self.alias, f"pgqueue worker {self.worker_id}")
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
-        self._running: dict[int, _Running] = {}  # started by an executor
+        self._running: dict[tuple[int, int], _Running] = {}  # (id, attempt) -> started
         self._running_lock = threading.Lock()
         self._outcomes: list[Outcome] = []
         self._stopping = False
@@ -131,6 +139,8 @@ class Worker:
         self._listener: Listener | None = None
         self._avg_duration = 0.01
         self._lost: set[int] = set()  # claimed jobs whose lock another worker took over
+        # (id, attempt) of attempts failed for running past their timeout
+        self._abandoned: set[tuple[int, int]] = set()
 
     # ----- public API ------------------------------------------------------------------------
 
@@ -220,13 +230,45 @@ class Worker:
                 # Another worker reclaimed it while it waited here: not ours to run.
                 self._events.put(_Dropped(job.pk))
                 continue
+            timeout = registry.timeout_of(job.name)
+            deadline = time.monotonic() + timeout if timeout else None
+            attempt = (job.pk, job.attempts)
             with self._running_lock:
-                self._running[job.pk] = _Running(job)
+                self._running[attempt] = _Running(job, timezone.now(), deadline)
             outcome = execute(job, self.worker_id)
             with self._running_lock:
-                self._running.pop(job.pk, None)
+                self._running.pop(attempt, None)
+                abandoned = attempt in self._abandoned
+                self._abandoned.discard(attempt)
+            if abandoned:
+                # It ran past its timeout: its outcome was recorded and a new thread took this
+                # one's place. This thread's late result is dropped and the thread ends.
+                logger.warning("Job #%d finished after its timeout; result dropped", job.pk)
+                connections.close_all()
+                return
             _log_outcome(job, outcome)
             self._events.put(outcome)
+
+    def _check_timeouts(self) -> None:
+        """Fail jobs running past their timeout and replace the threads they hold."""
+        now = time.monotonic()
+        with self._running_lock:
+            overdue = [
+                r
+                for r in self._running.values()
+                if r.deadline is not None and now > r.deadline and r.attempt not in self._abandoned
+            ]
+            self._abandoned.update(r.attempt for r in overdue)
+        for running in overdue:
+            job = running.job
+            timeout = registry.timeout_of(job.name)
+            exc = JobTimeout(f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout")
+            outcome = failed(
+                job, exc, running.started_at, self.worker_id, registry.retry_delay_of(job)
+            )
+            _log_outcome(job, outcome)
+            self._outcomes.append(outcome)
+            self._start_executor(len(self._executors))
 
     # ----- the loop --------------------------------------------------------------------------
 
@@ -250,6 +292,8 @@ class Worker:
             if self._woken:
                 self._woken = False
                 next_claim = now
+            if self._running_has_deadlines:
+                self._check_timeouts()
             if self._outcomes and flush_deadline is None:
                 flush_deadline = now + settings.FLUSH_INTERVAL
 
@@ -304,11 +348,17 @@ class Worker:
                 if self._stopping:
                     return
 
+    @property
+    def _running_has_deadlines(self) -> bool:
+        return any(r.deadline is not None for r in list(self._running.values()))
+
     def _wait_time(
         self, next_claim: float, flush_deadline: float | None, next_heartbeat: float
     ) -> float:
         now = time.monotonic()
         deadlines = [next_heartbeat]
+        if self._running_has_deadlines:
+            deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
             deadlines.append(flush_deadline)
         if self._claim_size() > 0:
@@ -447,7 +497,12 @@ class Worker:
             )
 
     def _heartbeat_ids(self) -> list[int]:
-        return [job_id for job_id in self._claimed if job_id not in self._lost]
+        # Hung jobs already have their outcome buffered; lost ones belong to another worker.
+        return [
+            job_id
+            for job_id, job in self._claimed.items()
+            if job_id not in self._lost and (job_id, job.attempts) not in self._abandoned
+        ]
 
     def _prune(self) -> float:
         """Delete expired history in bounded batches; returns seconds until the next prune."""

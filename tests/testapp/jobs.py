@@ -53,3 +53,9 @@ def record(path: str, value: str, sleep: float = 0.0) -> str:
 @job
 def returns_set() -> object:
     return {1, 2}
+
+
+@job(timeout=1.0, max_attempts=2)
+def hangs(seconds: float) -> None:
+    """Sleeps past its 1 s timeout: the worker must give up on it and carry on."""
+    time.sleep(seconds)
