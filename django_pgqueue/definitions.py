@@ -110,24 +110,26 @@ class JobFunction[**P, R]:
     def enqueue_many(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]]) -> list[int]:
         """Bulk-insert one job per item: a tuple of positional arguments or a dict of keyword
         arguments. One round trip per 5,000 jobs; returns the job ids in input order."""
-        rows = []
+        payloads = []
         for index, call in enumerate(calls):
-            if isinstance(call, Mapping):
-                call_args: Sequence[Any] = ()
-                call_kwargs: Mapping[str, Any] = call
+            call_args: Sequence[Any] = ()
+            call_kwargs: Mapping[str, Any] = {}
+            if type(call) is tuple:  # the common case, without ABC checks
+                call_args = call
+            elif isinstance(call, Mapping):
+                call_kwargs = call
             elif isinstance(call, Sequence) and not isinstance(call, str | bytes):
-                call_args, call_kwargs = call, {}
+                call_args = call
             else:
                 raise InvalidJobArguments(
                     f"Job {self.name!r}: item {index} of enqueue_many must be a tuple of "
                     f"arguments or a dict of keyword arguments, not {type(call).__name__}"
                 )
             try:
-                args_json, kwargs_json = self.serialize(call_args, call_kwargs)
+                payloads.append(self.serialize(call_args, call_kwargs))
             except InvalidJobArguments as exc:
                 raise InvalidJobArguments(f"Item {index} of enqueue_many: {exc}") from None
-            rows.append(self.options.insert_row(args_json, kwargs_json))
-        return _enqueue.enqueue_many(self.options, rows)
+        return _enqueue.enqueue_many(self.options, payloads)
 
     # ----- the worker's side (registry.Runnable) ---------------------------------------------
 

@@ -6,6 +6,7 @@ commits or rolls back with the caller's rows and stays invisible to workers unti
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import random
@@ -104,19 +105,45 @@ def serialize_arguments(
     no non-string dict keys. There is no pickle fallback.
     """
     args = list(args)
-    if signature is not None:
+    if signature is not None and not _fits_positionally(signature, len(args), kwargs):
         try:
             signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise InvalidJobArguments(f"Job {name!r}: {exc}") from None
     try:
-        args_json = sql.dumps(args)
-        kwargs_json = sql.dumps(kwargs)
-        if json.loads(args_json) == args and json.loads(kwargs_json) == kwargs:
+        args_json = sql.dumps(args) if args else "[]"
+        kwargs_json = sql.dumps(kwargs) if kwargs else "{}"
+        if (not args or _loads(args_json) == args) and (
+            not kwargs or _loads(kwargs_json) == kwargs
+        ):
             return args_json, kwargs_json
     except (TypeError, ValueError):
         pass
     raise _describe_bad_argument(name, args, kwargs, signature)
+
+
+_loads = json.loads
+
+
+@functools.cache
+def _positional_bounds(signature: inspect.Signature) -> tuple[int, int] | None:
+    """(required, total) for a signature of plain positional-or-keyword parameters, else None."""
+    params = signature.parameters.values()
+    if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    required = sum(1 for p in params if p.default is inspect.Parameter.empty)
+    return required, len(params)
+
+
+def _fits_positionally(signature: inspect.Signature, count: int, kwargs: Mapping[str, Any]) -> bool:
+    """A cheap ``signature.bind`` for the common case: only positional arguments, plain params.
+
+    False means "not sure": the caller binds for real (and gets Python's own error message).
+    """
+    if kwargs:
+        return False
+    bounds = _positional_bounds(signature)
+    return bounds is not None and bounds[0] <= count <= bounds[1]
 
 
 def _describe_bad_argument(
@@ -212,12 +239,44 @@ def enqueue(options: JobOptions, args_json: str, kwargs_json: str) -> Job:
     raise RuntimeError(f"Could not enqueue job {options.name!r} with unique key {row[7]!r}")
 
 
-def enqueue_many(options: JobOptions, rows: Sequence[sql.InsertRow]) -> list[int]:
-    """Bulk INSERT, one statement per ``BULK_BATCH_SIZE`` rows; returns ids in input order.
+def enqueue_many(options: JobOptions, payloads: Sequence[tuple[str, str]]) -> list[int]:
+    """Bulk-enqueue one job per ``(args_json, kwargs_json)``; returns ids in input order.
 
-    Rows whose unique key is already active (in the table or earlier in ``rows``) get the id of
-    the job that holds the key.
+    Without a unique key: COPY, one statement per ``BULK_BATCH_SIZE`` jobs. With one: INSERT ...
+    ON CONFLICT, and every job after the first gets the id of the job holding the key.
     """
+    if not payloads:
+        return []
+    if options.unique_key is None:
+        return _copy_many(options, payloads)
+    return _insert_many(options, [options.insert_row(a, k) for a, k in payloads])
+
+
+def _copy_many(options: JobOptions, payloads: Sequence[tuple[str, str]]) -> list[int]:
+    queue, name, _, _, priority, run_after, max_attempts, _, concurrency_key = options.insert_row(
+        "", ""
+    )
+    ids: list[int] = []
+    with connections[settings.DATABASE].cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor, for COPY
+        if run_after is None:
+            raw.execute("SELECT now()")
+            run_after = raw.fetchone()[0]  # the transaction's now(), as the column default
+        for start in range(0, len(payloads), BULK_BATCH_SIZE):
+            ids += sql.copy_many(
+                raw,
+                queue,
+                name,
+                payloads[start : start + BULK_BATCH_SIZE],
+                priority,
+                run_after,
+                max_attempts,
+                concurrency_key,
+            )
+    return ids
+
+
+def _insert_many(options: JobOptions, rows: Sequence[sql.InsertRow]) -> list[int]:
     db = settings.DATABASE
     ids: list[int] = []
     with connections[db].cursor() as cursor:
