@@ -29,7 +29,6 @@ from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error
 from django.dispatch import Signal
 from django.utils import timezone
-from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules, import_string
 
 from django_pgqueue import enqueue as _enqueue
@@ -52,6 +51,7 @@ try:
     from django.tasks.base import DEFAULT_TASK_PRIORITY, TaskError
     from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json  # also new in Django 6.0
 except ImportError as exc:  # Django < 6.0
     import django
 

@@ -382,6 +382,15 @@ def test_invalid_backend_configuration_is_refused(t):
             task_backends["broken"]
 
 
+def test_system_check_requires_the_app(t, monkeypatch):
+    backend = task_backends["default"]
+    assert backend.check() == []
+    monkeypatch.setattr("django_pgqueue.tasks.apps.is_installed", lambda name: False)
+    [error] = backend.check()
+    assert error.id == "django_pgqueue.E010"
+    assert "django_pgqueue is not in INSTALLED_APPS" in error.msg
+
+
 # ----- results ------------------------------------------------------------------------------------
 
 
@@ -506,7 +515,8 @@ def test_signals_are_sent_for_enqueue_start_and_finish(t, tmp_path):
 def test_import_without_django_tasks_fails_with_a_clear_message():
     """As on Django 5.2 (no django.tasks): the package works, the backend module says why not."""
     code = (
-        "import sys; sys.modules['django.tasks'] = None\n"
+        # Modules Django 6.0 added, absent on 5.2:
+        "import sys; sys.modules['django.tasks'] = sys.modules['django.utils.json'] = None\n"
         "import django; django.VERSION = (5, 2, 0, 'final', 0)\n"
         "django.setup()\n"
         "import django_pgqueue\n"
