@@ -395,10 +395,23 @@ class Worker:
             self._avg_duration = 0.9 * self._avg_duration + 0.1 * seconds
 
     def _claim_size(self) -> int:
-        """Free slots: the executors plus enough prefetch to keep them busy ~PREFETCH_WINDOW."""
+        """How many jobs to claim now (0: not yet).
+
+        Capacity is the executors plus enough prefetch to keep them busy for ~PREFETCH_WINDOW
+        at the recent job duration, capped by ``batch_size``: no-op jobs are claimed 100 at a
+        time, slow jobs one per free thread, so a worker never sits on jobs others could run.
+        It claims once half the capacity is free (or a thread has nothing queued), so each
+        statement claims a real batch.
+        """
         prefetch = int(self.threads * PREFETCH_WINDOW / max(self._avg_duration, 1e-6))
         capacity = self.threads + min(self.batch_size, prefetch)
-        return max(0, capacity - len(self._claimed))
+        in_flight = len(self._claimed)
+        free = capacity - in_flight
+        if free <= 0:
+            return 0
+        if in_flight - len(self._outcomes) < self.threads or free * 2 >= capacity:
+            return free
+        return 0
 
     def _idle_until(self) -> float:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
