@@ -85,7 +85,7 @@ STATUS_MAP: dict[str, TaskResultStatus] = {
 }
 
 #: Keys of a backend's ``OPTIONS``; each is also an option of ``@task`` (per task).
-OPTION_NAMES = ("max_attempts", "backoff_base", "backoff_max")
+OPTION_NAMES = ("max_attempts", "backoff_base", "backoff_max", "timeout")
 
 _MAX_QUEUE_LENGTH = 100
 
@@ -97,8 +97,8 @@ _MAX_QUEUE_LENGTH = 100
 class PgQueueTask(_TaskBase):
     """Django's ``Task`` plus our retry options; ``PgQueueBackend.task_class``.
 
-    On Django 6.1, ``@task(max_attempts=5, backoff_base=30)`` passes these through. ``None``
-    means the backend's ``OPTIONS``, then the ``PGQUEUE_*`` setting.
+    On Django 6.1, ``@task(max_attempts=5, backoff_base=30, timeout=60)`` passes these through.
+    ``None`` means the backend's ``OPTIONS``, then the ``PGQUEUE_*`` setting.
     """
 
     #: Attempts before the task fails for good (1 = never retried).
@@ -107,6 +107,8 @@ class PgQueueTask(_TaskBase):
     backoff_base: float | timedelta | None = None
     #: ... capped at ``backoff_max`` seconds.
     backoff_max: float | timedelta | None = None
+    #: Seconds an attempt may run before it fails as hung (``PGQUEUE_JOB_TIMEOUT``).
+    timeout: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         # Explicit base call: zero-argument super() does not work in a slots dataclass.
@@ -147,6 +149,7 @@ def task(
     max_attempts: int | None = None,
     backoff_base: float | timedelta | None = None,
     backoff_max: float | timedelta | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[Callable[..., Any]], Task[..., Any]]: ...
 
 
@@ -161,8 +164,10 @@ def task(
     max_attempts: int | None = None,
     backoff_base: float | timedelta | None = None,
     backoff_max: float | timedelta | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Task[..., Any] | Callable[[Callable[..., Any]], Task[..., Any]]:
-    """Django's ``@task`` with our retry options, typed, on Django 6.0 too.
+    """Django's ``@task`` with our options (``max_attempts``, backoff, ``timeout``), typed, on
+    Django 6.0 too.
 
     (Django 6.1's own ``@task(max_attempts=...)`` works as well.) When ``backend`` is not a
     PgQueueBackend (e.g. ``ImmediateBackend`` in tests), the retry options are dropped and the
@@ -172,6 +177,7 @@ def task(
         "max_attempts": max_attempts,
         "backoff_base": backoff_base,
         "backoff_max": backoff_max,
+        "timeout": timeout,
     }
 
     def wrapper(func: Callable[..., Any]) -> Task[..., Any]:
@@ -225,6 +231,17 @@ class TaskRunnable:
             task.backoff_max, backend.backoff_max if backend else None, settings.BACKOFF_MAX
         )
         return _enqueue.retry_delay(attempt, base, cap, settings.BACKOFF_JITTER)
+
+    @property
+    def timeout(self) -> float | None:
+        """Read by the worker (``registry.timeout_of``); None means ``PGQUEUE_JOB_TIMEOUT``."""
+        backend = _pgqueue_backend(self.task)
+        value = self.task.timeout
+        if value is None and backend is not None:
+            value = backend.timeout
+        if value is None:
+            return None
+        return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 def _first(*values: float | timedelta | None) -> float:
@@ -284,16 +301,18 @@ class PgQueueBackend(BaseTaskBackend):
                 f"{', '.join(OPTION_NAMES)}."
             )
         try:
-            _check_retry_options(
+            _check_options(
                 self.options.get("max_attempts"),
                 self.options.get("backoff_base"),
                 self.options.get("backoff_max"),
+                self.options.get("timeout"),
             )
         except ValueError as exc:
             raise InvalidTaskBackend(f"{where}['OPTIONS']: {exc}") from None
         self.max_attempts: int | None = self.options.get("max_attempts")
         self.backoff_base: float | timedelta | None = self.options.get("backoff_base")
         self.backoff_max: float | timedelta | None = self.options.get("backoff_max")
+        self.timeout: float | timedelta | None = self.options.get("timeout")
 
     # ----- validation ------------------------------------------------------------------------
 
@@ -311,7 +330,7 @@ class PgQueueBackend(BaseTaskBackend):
             )
         if isinstance(task, PgQueueTask):
             try:
-                _check_retry_options(task.max_attempts, task.backoff_base, task.backoff_max)
+                _check_options(task.max_attempts, task.backoff_base, task.backoff_max, task.timeout)
             except ValueError as exc:
                 raise InvalidTask(f"Task {task.module_path!r}: {exc}") from None
 
@@ -402,7 +421,7 @@ class _WithoutRunAfter:
         return getattr(self._task, name)
 
 
-def _check_retry_options(max_attempts: Any, backoff_base: Any, backoff_max: Any) -> None:
+def _check_options(max_attempts: Any, backoff_base: Any, backoff_max: Any, timeout: Any) -> None:
     if max_attempts is not None and (
         not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
     ):
@@ -414,6 +433,12 @@ def _check_retry_options(max_attempts: Any, backoff_base: Any, backoff_max: Any)
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             raise ValueError(
                 f"{key} must be a number of seconds >= 0 or a timedelta, got {value!r}"
+            )
+    if timeout is not None:
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+            raise ValueError(
+                f"timeout must be a number of seconds > 0 or a timedelta, got {timeout!r}"
             )
 
 

@@ -99,6 +99,8 @@ def test_invalid_task_options_are_refused_at_definition(t):
         pgqueue_task(backoff_base=-1)(module_level_function)
     with pytest.raises(InvalidTask, match="max_attempts must be an int >= 1"):
         t.add.using(max_attempts=0)
+    with pytest.raises(InvalidTask, match="timeout must be a number of seconds > 0"):
+        pgqueue_task(timeout=0)(module_level_function)
     with pytest.raises(InvalidTask, match="priority must be a whole number"):
         t.add.using(priority=101)
     with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
@@ -277,6 +279,30 @@ def test_max_attempts_and_backoff_options_reach_the_job_and_the_worker(t):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_hung_task_fails_on_its_timeout_and_the_worker_carries_on(t, tmp_path):
+    assert registry.get("tests.taskapp.tasks.hangs").timeout == 1.0  # what the worker reads
+    out = tmp_path / "out"
+    hung = t.hangs.enqueue(30.0)
+    after = t.record.enqueue(str(out), "after")
+
+    work("--threads", "1")  # one thread: only its replacement can run the next task
+
+    hung.refresh()
+    assert hung.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in hung.errors] == ["django_pgqueue.exceptions.JobTimeout"]
+    assert out.read_text() == "after\n"
+    assert t.record.get_result(after.id).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_timeout_falls_back_to_the_backend_options(t):
+    config = {"default": {**TASKS["default"], "OPTIONS": {"timeout": timedelta(minutes=2)}}}
+    with override_settings(TASKS=config):
+        assert registry.get("tests.taskapp.tasks.add").timeout == 120.0
+        assert registry.get("tests.taskapp.tasks.hangs").timeout == 1.0
+    assert registry.get("tests.taskapp.tasks.add").timeout is None  # PGQUEUE_JOB_TIMEOUT
+
+
+@pytest.mark.django_db(transaction=True)
 def test_failed_task_retried_from_the_admin_runs_again(t, tmp_path):
     needed = tmp_path / "needed"
     result = t.needs_file.enqueue(str(needed))
@@ -371,6 +397,7 @@ def test_invalid_backend_configuration_is_refused(t):
         ({"OPTIONS": {"max_attempt": 3}}, r"unknown keys \['max_attempt'\]"),
         ({"OPTIONS": {"max_attempts": 0}}, "max_attempts must be an int >= 1"),
         ({"OPTIONS": {"backoff_max": "soon"}}, "backoff_max must be a number of seconds"),
+        ({"OPTIONS": {"timeout": -1}}, "timeout must be a number of seconds > 0"),
         ({"QUEUES": ["default", ""]}, "queue names are non-empty strings"),
     ]
     for params, message in cases:

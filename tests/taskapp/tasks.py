@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,12 @@ def returns_set() -> object:
 @task_with_options(max_attempts=2, backoff_base=3600)
 def fails_slow_retry() -> None:
     raise ValueError("retry me in an hour")
+
+
+@task_with_options(timeout=1.0, max_attempts=1)
+def hangs(seconds: float) -> None:
+    """Sleeps past its 1 s timeout: the worker fails it and carries on."""
+    time.sleep(seconds)
 
 
 @task
