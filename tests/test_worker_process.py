@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,8 @@ def test_terminated_database_connections_do_not_stop_the_worker(tmp_path):
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name LIKE 'pgqueue%%' AND pid <> pg_backend_pid()"
+                "WHERE application_name LIKE 'pgqueue%%' AND pid <> pg_backend_pid() "
+                "AND datname = current_database()"
             )
             assert cursor.fetchone()[0] >= 1
         jobs.record.enqueue_many([(str(out), f"b-{i}") for i in range(10)])
@@ -230,3 +232,34 @@ def test_max_jobs_exits_after_that_many_jobs():
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output
     assert statuses() == Counter({"completed": 5, "pending": 15})
+
+
+def test_poll_only_mode_still_picks_up_jobs(tmp_path):
+    out = tmp_path / "out"
+    proc = start_worker(env=worker_env(PGQUEUE_LISTEN="0", PGQUEUE_POLL_INTERVAL="0.2"))
+    try:
+        wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).exists())
+        jobs.record.enqueue(str(out), "polled")
+        wait_until(lambda: recorded(out))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
+                "'pgqueue listener%%' AND datname = current_database()"
+            )
+            assert cursor.fetchone()[0] == 0, "no LISTEN connection in poll-only mode"
+    finally:
+        stop(proc)
+
+
+def test_an_idle_worker_sleeps_until_the_next_scheduled_job(tmp_path):
+    out = tmp_path / "out"
+    proc = start_worker(env=worker_env(PGQUEUE_POLL_INTERVAL="600"))
+    try:
+        wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).exists())
+        # Its NOTIFY arrives while it is not runnable yet; no poll comes for 600 s.
+        scheduled = jobs.record.using(run_after=timedelta(seconds=1.5)).enqueue(str(out), "later")
+        wait_until(lambda: recorded(out), timeout=30)
+        row = Job.objects.get(pk=scheduled.pk)
+        assert row.started_at >= row.run_after
+    finally:
+        stop(proc)

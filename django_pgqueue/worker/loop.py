@@ -27,6 +27,7 @@ from datetime import datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 import psycopg.errors
 from django.db import connections
 from django.utils import timezone
@@ -338,11 +339,17 @@ class Worker:
                     else:
                         next_claim = now
                 backoff.succeeded()
-            except CONNECTION_ERRORS as exc:
+            except psycopg.Error as exc:
+                # Connection lost, server restarting, failover, disk full...: never fatal.
                 delay = backoff.failed()
-                logger.warning(
-                    "Queue database unreachable (%s); retrying in %.1fs", str(exc).strip(), delay
-                )
+                if isinstance(exc, CONNECTION_ERRORS):
+                    logger.warning(
+                        "Queue database unreachable (%s); retrying in %.1fs",
+                        str(exc).strip(),
+                        delay,
+                    )
+                else:
+                    logger.exception("Queue database error; retrying in %.1fs", delay)
                 self._connection.close()
                 self._drain_events(delay)
                 if self._stopping:
