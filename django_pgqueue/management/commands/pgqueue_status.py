@@ -1,0 +1,94 @@
+"""``manage.py pgqueue_status``: the admin dashboard's per-queue numbers, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from django_pgqueue import stats
+
+COLUMNS = (
+    ("queue", "QUEUE"),
+    ("runnable", "RUNNABLE"),
+    ("scheduled", "SCHEDULED"),
+    ("running", "RUNNING"),
+    ("completed", "COMPLETED"),
+    ("dead", "DEAD"),
+    ("oldest", "OLDEST RUNNABLE"),
+    ("completed_last_minute", "DONE/1M"),
+    ("completed_last_hour", "DONE/1H"),
+    ("failed_last_hour", "FAILED/1H"),
+    ("workers", "WORKERS"),
+)
+
+
+def _age(value: timedelta | None) -> str:
+    if value is None:
+        return "-"
+    seconds = int(value.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _row(q: stats.QueueStats) -> dict[str, str]:
+    cells = {name: str(getattr(q, name, "")) for name, _ in COLUMNS}
+    cells["queue"] = q.queue
+    cells["oldest"] = _age(q.oldest_runnable_age)
+    cells["workers"] = str(q.workers)
+    return cells
+
+
+def render_table(report: stats.QueueReport) -> str:
+    rows = [_row(q) for q in report.queues]
+    widths = {name: max([len(title), *(len(r[name]) for r in rows)]) for name, title in COLUMNS}
+
+    def line(cells: dict[str, str]) -> str:
+        parts = [
+            cells[name].ljust(widths[name]) if name == "queue" else cells[name].rjust(widths[name])
+            for name, _ in COLUMNS
+        ]
+        return "  ".join(parts).rstrip()
+
+    lines = [line(dict(COLUMNS))]
+    lines += [line(r) for r in rows]
+    if not rows:
+        lines.append("(no queue)")
+    live = sum(1 for w in report.workers if w.state == "running")
+    lines.append("")
+    lines.append(f"Workers running: {live} (seen in the last hour: {len(report.workers)})")
+    if not report.exact:
+        lines.append(
+            f"~ estimate from table statistics; + counted up to the cap "
+            f"({stats.COUNT_CAP:,} rows per count, {stats.WINDOW_CAP:,} for the last hour)."
+        )
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = "Per-queue job counts, queue latency, throughput and workers (as on the dashboard)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="QUEUE",
+            help="Only this queue (repeatable).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        report = stats.queue_report()
+        if options["queues"]:
+            wanted = set(options["queues"])
+            report.queues = [q for q in report.queues if q.queue in wanted]
+        if options["json"]:
+            self.stdout.write(json.dumps(report.as_dict(), indent=2))
+        else:
+            self.stdout.write(render_table(report))
