@@ -33,13 +33,14 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import django
 import psycopg
 from django.core.management import call_command
 from django.db import connections
+from django.utils import timezone
 
 from django_pgqueue import job, sql
 from django_pgqueue.conf import settings
@@ -118,7 +119,7 @@ class BenchOptions:
     pickup_pause: tuple[float, float] = (0.02, 0.05)
     history_rows: int = 1_000_000
     claim_jobs: int = 10_000
-    claim_repeats: int = 3
+    claim_repeats: int = 5
     phases: Sequence[str] = PHASES
 
     def resolved_batch_size(self) -> int:
@@ -370,6 +371,16 @@ class Bench:
         self.mark = _max_job_id()
         self.result.machine = machine_info()
         self.result.settings = queue_settings(options, self.queue)
+        others = workers_serving_every_queue()
+        if others:
+            # They would claim the scratch queue's jobs too (and fail them: they don't know the
+            # bench's job names), so the figures would not be this queue's.
+            self.result.details["warning"] = (
+                f"workers serving every queue are running ({', '.join(others)}): they take "
+                "jobs from the scratch queue too; stop them or give them --queue"
+            )
+            self.progress.start("warning: " + self.result.details["warning"])
+            self.progress.finish("")
         try:
             if "enqueue" in options.phases or "drain" in options.phases:
                 self.enqueue_bulk()
@@ -383,6 +394,7 @@ class Bench:
                 self.history()
         finally:
             self.cleanup()
+        self.result.machine["load_average_1m_end"] = round(os.getloadavg()[0], 2)
         return self.result
 
     def cleanup(self) -> None:
@@ -552,7 +564,7 @@ class Bench:
         self.progress.start("claim+complete, empty history", options.claim_repeats)
         _delete_queue(self.queue, self.mark)
         empty = self._claim_rates()
-        self.progress.finish(f"{statistics.median(empty):,.0f} jobs/s")
+        self.progress.finish(f"{max(empty):,.0f} jobs/s (best)")
 
         rows = options.history_rows
         self.progress.start(f"insert {rows:,} history rows", None)
@@ -563,13 +575,15 @@ class Bench:
 
         self.progress.start(f"claim+complete, {rows:,} history rows", options.claim_repeats)
         full = self._claim_rates()
-        self.progress.finish(f"{statistics.median(full):,.0f} jobs/s")
+        self.progress.finish(f"{max(full):,.0f} jobs/s (best)")
 
-        self.result.history_claim_ratio = round(
-            statistics.median(full) / statistics.median(empty), 3
-        )
-        self.result.details["claim_per_s_empty"] = round(statistics.median(empty), 1)
-        self.result.details["claim_per_s_history"] = round(statistics.median(full), 1)
+        # Best of the runs, as ``timeit`` does: on a shared machine a run only ever gets slower
+        # than the code allows, so the fastest is the least disturbed. Medians are shown too.
+        self.result.history_claim_ratio = round(max(full) / max(empty), 3)
+        self.result.details["claim_per_s_empty"] = round(max(empty), 1)
+        self.result.details["claim_per_s_history"] = round(max(full), 1)
+        self.result.details["claim_per_s_empty_median"] = round(statistics.median(empty), 1)
+        self.result.details["claim_per_s_history_median"] = round(statistics.median(full), 1)
 
         self.progress.start(f"delete {rows:,} history rows", None)
         started = time.perf_counter()
@@ -592,6 +606,18 @@ class Bench:
             _delete_queue(self.queue, before)
             self.progress.update(repeat + 1)
         return rates
+
+
+def workers_serving_every_queue() -> list[str]:
+    """Live workers started without ``--queue`` (seen in the last two heartbeats)."""
+    from django_pgqueue.models import Worker
+
+    recent = timezone.now() - timedelta(seconds=2 * settings.HEARTBEAT_INTERVAL + 5)
+    return list(
+        Worker.objects.using(settings.DATABASE)
+        .filter(stopped_at__isnull=True, last_seen_at__gte=recent, queues=[])
+        .values_list("worker_id", flat=True)
+    )
 
 
 def insert_history(queue: str, rows: int) -> None:

@@ -91,6 +91,15 @@ def test_memory_mode_reports_rss_and_cleans_up():
     assert bench_rows() == 0
 
 
+def test_warns_about_workers_serving_every_queue():
+    WorkerRow.objects.create(worker_id="elsewhere:1", hostname="elsewhere", pid=1, queues=[])
+    WorkerRow.objects.create(worker_id="emails:1", hostname="elsewhere", pid=2, queues=["emails"])
+    lines, err = run_bench("--jobs=10", "--phases=enqueue")
+    assert "workers serving every queue are running (elsewhere:1)" in err
+    assert any(line.startswith("warning: ") and "elsewhere:1" in line for line in lines)
+    assert "emails:1" not in err
+
+
 def test_bad_options_are_refused():
     with pytest.raises(CommandError, match="--jobs must be at least 1"):
         run_bench("--jobs=0")
