@@ -412,7 +412,7 @@ def test_invalid_backend_configuration_is_refused(t):
 def test_system_check_requires_the_app(t, monkeypatch):
     backend = task_backends["default"]
     assert backend.check() == []
-    monkeypatch.setattr("django_pgqueue.tasks.apps.is_installed", lambda name: False)
+    monkeypatch.setattr("django_pgqueue.tasks.backend.apps.is_installed", lambda name: False)
     [error] = backend.check()
     assert error.id == "django_pgqueue.E010"
     assert "django_pgqueue is not in INSTALLED_APPS" in error.msg
