@@ -39,6 +39,7 @@ from django.tasks.exceptions import (
 )
 from django.tasks.signals import task_enqueued
 from django.test import override_settings
+from django.urls import reverse
 from django.utils import timezone
 
 from django_pgqueue import InvalidJobArguments, UnknownJob, registry
@@ -303,7 +304,7 @@ def test_timeout_falls_back_to_the_backend_options(t):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_failed_task_retried_from_the_admin_runs_again(t, tmp_path):
+def test_failed_task_shows_in_the_admin_and_is_retried_there(t, tmp_path, admin_client):
     needed = tmp_path / "needed"
     result = t.needs_file.enqueue(str(needed))
     work()
@@ -311,9 +312,18 @@ def test_failed_task_retried_from_the_admin_runs_again(t, tmp_path):
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class is FileNotFoundError
 
-    # The admin's "retry" action on the row (a task is a job like any other).
+    # One table, one admin: the task is a dead job in the changelist, with its traceback.
+    changelist = admin_client.get(
+        reverse("admin:django_pgqueue_job_changelist"), {"status": "dead"}
+    )
+    assert [job.pk for job in changelist.context["cl"].result_list] == [int(result.id)]
+    assert "tests.taskapp.tasks.needs_file" in changelist.content.decode()
+    detail = admin_client.get(reverse("admin:django_pgqueue_job_change", args=[result.id]))
+    assert "FileNotFoundError" in detail.content.decode()
+
     needed.write_text("here")
-    assert Job.objects.filter(pk=int(result.id)).retry() == [int(result.id)]
+    retry = reverse("admin:django_pgqueue_job_operate", args=[result.id, "retry"])
+    assert admin_client.post(retry).status_code == 302
     result.refresh()
     assert result.status == TaskResultStatus.READY
     assert result.worker_ids == []
