@@ -18,6 +18,6 @@ LOGGING: dict[str, Any] = {
     **LOGGING,
     "loggers": {
         **LOGGING["loggers"],
-        "django.tasks": {"handlers": ["console"], "level": "DEBUG", "propagate": False},
+        "django.tasks": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
