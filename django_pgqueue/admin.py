@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
@@ -73,6 +73,25 @@ def _ago(value: timedelta | None) -> str:
         return f"{hours}h {minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d {hours}h"
+
+
+def _period(value: timedelta) -> str:
+    """A retention period in words: ``7 days``, ``36 hours``, ``90 minutes``."""
+    seconds = int(value.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}" + ("" if n == 1 else "s")
+    return f"{seconds} seconds"
+
+
+def _when(value: datetime | None, today: date) -> SafeString | str:
+    """A compact local time: ``14:03:27`` today, ``2026-11-20 14:03`` another day."""
+    if value is None:
+        return "-"
+    local = timezone.localtime(value)
+    text = f"{local:%H:%M:%S}" if local.date() == today else f"{local:%Y-%m-%d %H:%M}"
+    return format_html('<time datetime="{}" title="{}">{}</time>', local.isoformat(), local, text)
 
 
 def status_badge(status: str) -> SafeString:
@@ -300,16 +319,30 @@ class Chart:
     failed: int
     bar_width: float
 
+    capped: bool = False
+
     @property
     def middle(self) -> float:
         return self.width / 2
 
+    @property
+    def summary(self) -> str:
+        plus = "+" if self.capped else ""
+        return (
+            f"{self.completed:,}{plus} completed, "
+            f"{self.failed:,}{plus} failed attempt{'' if self.failed == 1 else 's'}"
+        )
 
-CHART_WIDTH = 600
+    @property
+    def scale_label(self) -> str:
+        return f"{self.peak:,} per minute"
+
+
+CHART_WIDTH = 960
 CHART_HEIGHT = 120
 
 
-def throughput_chart(minutes: list[stats.Minute]) -> Chart:
+def throughput_chart(minutes: list[stats.Minute], capped: bool = False) -> Chart:
     """Stacked bars (completed, failed) per minute, as coordinates for an inline SVG."""
     peak = max((m.completed + m.failed for m in minutes), default=0)
     scale = (CHART_HEIGHT - 4) / peak if peak else 0.0
@@ -343,6 +376,7 @@ def throughput_chart(minutes: list[stats.Minute]) -> Chart:
         completed=sum(m.completed for m in minutes),
         failed=sum(m.failed for m in minutes),
         bar_width=round(max(slot - 2, 1), 2),
+        capped=capped,
     )
 
 
@@ -359,17 +393,17 @@ else:
 class JobAdmin(_ModelAdmin):
     list_display = (
         "id",
-        "name",
+        "name_column",
         "queue",
         "status_column",
         "priority",
         "attempts_column",
-        "run_after",
-        "created_at",
-        "finished_at",
+        "run_after_column",
+        "created_column",
+        "finished_column",
         "error_column",
     )
-    list_display_links = ("id", "name")
+    list_display_links = ("id", "name_column")
     list_filter = (
         StatusFilter,
         QueueFilter,
@@ -471,6 +505,29 @@ class JobAdmin(_ModelAdmin):
 
     # ----- columns --------------------------------------------------------------------------
 
+    @admin.display(description="name", ordering="name")
+    def name_column(self, obj: Job) -> SafeString:
+        # Let long dotted names wrap after the module, the function name in bold.
+        module, dot, function = obj.name.rpartition(".")
+        return format_html(
+            '<span class="pgqueue-module">{}{}</span><wbr><strong>{}</strong>',
+            module,
+            dot,
+            function,
+        )
+
+    @admin.display(description="run after", ordering="run_after")
+    def run_after_column(self, obj: Job) -> SafeString | str:
+        return _when(obj.run_after, timezone.localdate())
+
+    @admin.display(description="created", ordering="created_at")
+    def created_column(self, obj: Job) -> SafeString | str:
+        return _when(obj.created_at, timezone.localdate())
+
+    @admin.display(description="finished", ordering="finished_at")
+    def finished_column(self, obj: Job) -> SafeString | str:
+        return _when(obj.finished_at, timezone.localdate())
+
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Job) -> SafeString:
         return status_badge(obj.status)
@@ -480,12 +537,13 @@ class JobAdmin(_ModelAdmin):
         return f"{obj.attempts}/{obj.max_attempts}"
 
     @admin.display(description="error")
-    def error_column(self, obj: Job) -> str:
+    def error_column(self, obj: Job) -> SafeString | str:
         lines = [line for line in obj.last_error.strip().splitlines() if line.strip()]
         if not lines:
             return ""
         last = lines[-1].strip()
-        return last if len(last) <= SHORT_ERROR else last[: SHORT_ERROR - 1] + "…"
+        short = last if len(last) <= SHORT_ERROR else last[: SHORT_ERROR - 1] + "…"
+        return format_html('<span class="pgqueue-error">{}</span>', short)
 
     @admin.display(description="args")
     def args_json(self, obj: Job) -> SafeString:
@@ -567,7 +625,7 @@ class JobAdmin(_ModelAdmin):
         if request.method == "POST":
             for name in request.POST.getlist("action"):
                 self._check_action_permission(request, name)
-        context = {"dashboard_url": reverse(self._url_name("dashboard"))}
+        context = {"dashboard_url": reverse(self._url_name("dashboard")), "title": "Jobs"}
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
     def _check_action_permission(self, request: HttpRequest, name: str) -> None:
@@ -780,16 +838,20 @@ class JobAdmin(_ModelAdmin):
                 "report": report,
                 "rows": [self._dashboard_row(q) for q in report.queues],
                 "workers": [
-                    {"info": w, "seen_ago": _ago(report.generated_at - w.last_seen_at)}
+                    {
+                        "info": w,
+                        "seen_ago": _ago(report.generated_at - w.last_seen_at),
+                        "jobs_done": f"{w.jobs_done:,}",
+                    }
                     for w in report.workers
                 ],
-                "chart": throughput_chart(report.minutes),
+                "chart": throughput_chart(report.minutes, report.window_capped),
                 "can_operate": self.can_operate(request),
                 "changelist_url": reverse(self._url_name("changelist")),
                 "retry_dead_url": reverse(self._url_name("retry_dead")),
-                "retention": _ago(report.retention),
+                "retention": _period(report.retention),
                 "dead_retention": (
-                    "forever" if report.dead_retention is None else _ago(report.dead_retention)
+                    "forever" if report.dead_retention is None else _period(report.dead_retention)
                 ),
                 "duration_ms": round(report.duration * 1000, 1),
                 "count_cap": f"{stats.COUNT_CAP:,}",

@@ -320,11 +320,13 @@ _DISTINCT = f"SELECT DISTINCT {{column}} FROM {TABLE}"
 # The last hour: completions per queue and minute, and failed attempts (from each job's error
 # history: jobs that finished in the hour, and pending or running jobs that failed in it).
 # Minute 0 is the last minute (and holds events stamped a little ahead of the database's clock).
-# The row with kind 'scanned' says how many finished rows were read
-# and the oldest finish among them (to detect the cap).
+# The row of kind 'scanned' says how many finished rows were read and the minute of the oldest
+# (to detect the cap).
 _LAST_HOUR = f"""
 WITH finished AS MATERIALIZED (
-    SELECT queue, status, finished_at, errors FROM {TABLE}
+    SELECT queue, status = 'completed' AS completed, finished_at,
+           CASE WHEN errors = '[]'::jsonb THEN NULL ELSE errors END AS errors
+    FROM {TABLE}
     WHERE status IN ('completed', 'dead', 'cancelled')
       AND finished_at > statement_timestamp() - interval '1 hour'
     ORDER BY finished_at DESC
@@ -338,27 +340,27 @@ WITH finished AS MATERIALIZED (
     (SELECT queue, errors FROM {TABLE} WHERE status = 'running' AND errors <> '[]' LIMIT %(cap)s)
 ), failures AS (
     SELECT f.queue, (e ->> 'at')::timestamptz AS at
-    FROM (SELECT queue, errors FROM finished UNION ALL SELECT queue, errors FROM failing) f
+    FROM (SELECT queue, errors FROM finished WHERE errors IS NOT NULL
+          UNION ALL
+          SELECT queue, errors FROM failing) f
     CROSS JOIN LATERAL jsonb_array_elements(
         CASE jsonb_typeof(f.errors) WHEN 'array' THEN f.errors ELSE '[]' END) e
     WHERE e ->> 'at' ~ '^\\d{{4}}-\\d\\d-\\d\\d'
 ), events AS (
-    SELECT queue, finished_at AS at, 'completed' AS kind FROM finished WHERE status = 'completed'
+    SELECT queue, finished_at AS at, 'completed' AS kind FROM finished WHERE completed
     UNION ALL
-    SELECT queue, at, 'failed' FROM failures
+    SELECT queue, at, 'failed' FROM failures WHERE at > statement_timestamp() - interval '1 hour'
+), clock AS (
+    SELECT date_part('epoch', statement_timestamp()) AS now
 )
-SELECT queue, kind,
-    greatest(floor(extract(epoch FROM statement_timestamp() - at) / 60)::int, 0) AS minute,
-    count(*)
-FROM events
-WHERE at > statement_timestamp() - interval '1 hour'
-GROUP BY queue, kind, minute
+SELECT queue, kind, greatest(floor((clock.now - date_part('epoch', at)) / 60)::int, 0), count(*)
+FROM events, clock
+GROUP BY 1, 2, 3
 UNION ALL
-SELECT NULL, 'scanned', NULL, count(*) FROM finished
-UNION ALL
-SELECT NULL, 'oldest',
-    floor(extract(epoch FROM statement_timestamp() - min(finished_at)) / 60)::int, 0
-FROM finished
+SELECT NULL, 'scanned', floor((clock.now - date_part('epoch', min(finished_at))) / 60)::int,
+       count(*)
+FROM finished, clock
+GROUP BY clock.now
 """
 
 
@@ -370,6 +372,8 @@ def queue_report(using: str | None = None) -> QueueReport:
     dead_retention_s = settings.DEAD_RETENTION
     dead_retention = None if dead_retention_s is None else timedelta(seconds=dead_retention_s)
     with transaction.atomic(using=db), connections[db].cursor() as cursor:
+        # These statements are cheap by design; compiling them would cost more than running them.
+        cursor.execute("SET LOCAL jit = off")
         cursor.execute("SELECT statement_timestamp()")
         now: datetime = cursor.fetchone()[0]
         workers = _workers(db, now)
@@ -562,9 +566,7 @@ def _last_hour(cursor: Cursor, now: datetime) -> _LastHour:
     oldest_minute = MINUTES
     for queue, kind, minute, n in cursor.fetchall():
         if kind == "scanned":
-            scanned = n
-        elif kind == "oldest":
-            oldest_minute = MINUTES if minute is None else minute
+            scanned, oldest_minute = n, minute
         else:
             counts[(queue, kind, minute)] = n
     capped = scanned >= WINDOW_CAP

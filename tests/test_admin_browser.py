@@ -1,0 +1,252 @@
+"""The admin in a real browser: headless Chromium driven by Playwright against a live server.
+
+Needs /usr/bin/chromium (the Debian package) and the ``playwright`` Python package; nothing is
+downloaded. Screenshots of each page land in the test's ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connections
+from django.urls import reverse
+from django.utils import timezone
+
+from django_pgqueue.models import Job, Worker
+
+try:
+    from playwright.sync_api import Page, expect, sync_playwright
+except ImportError:  # pragma: no cover - depends on the environment
+    sync_playwright = None
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+PASSWORD = "correct horse battery staple"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed"),
+    pytest.mark.skipif(
+        not (os.path.exists(CHROMIUM) or shutil.which("chromium")),
+        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
+    ),
+]
+
+
+@pytest.fixture
+def page(live_server, monkeypatch, tmp_path) -> Iterator[Page]:
+    # Playwright's sync API runs an event loop in this thread; the ORM calls made by the test
+    # itself (creating rows, checking them) are still plain synchronous calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    outside: list[str] = []
+    with sync_playwright() as playwright:
+        executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+
+        def only_the_live_server(route):
+            if route.request.url.startswith(live_server.url):
+                route.continue_()
+            else:
+                outside.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", only_the_live_server)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+            # While Playwright runs, the test's ORM calls may get a connection of their own
+            # (Django's connections are per context); close it or the test database cannot be
+            # dropped at the end of the session.
+            connections.close_all()
+    # The admin pages fetch nothing from anywhere else (no CDN).
+    assert outside == []
+
+
+@pytest.fixture
+def operator(django_user_model):
+    return django_user_model.objects.create_superuser("operator", "op@example.com", PASSWORD)
+
+
+def log_in(page: Page, live_server, next_url: str) -> None:
+    page.goto(f"{live_server.url}{reverse('admin:login')}?next={next_url}")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{next_url}")
+
+
+def dead_job(queue: str = "default", **fields) -> Job:
+    now = timezone.now()
+    traceback = "Traceback (most recent call last):\n  ...\nRuntimeError: SMTP said no"
+    values = {
+        "name": "tests.testapp.jobs.always_fails",
+        "queue": queue,
+        "status": "dead",
+        "args": ["boom"],
+        "attempts": 3,
+        "max_attempts": 3,
+        "started_at": now - timedelta(seconds=1),
+        "finished_at": now,
+        "last_error": traceback,
+        "errors": [
+            {
+                "attempt": 3,
+                "worker_id": "web-1:4242:ab12",
+                "exception_class": "builtins.RuntimeError",
+                "traceback": traceback,
+                "at": now.isoformat(),
+            }
+        ],
+    }
+    values.update(fields)
+    return Job.objects.create(**values)
+
+
+def some_history() -> None:
+    """A little of everything, so the pages show what they look like in use."""
+    now = timezone.now()
+    Job.objects.bulk_create(
+        Job(
+            name="tests.testapp.jobs.add",
+            args=[i, 1],
+            status="completed",
+            attempts=1,
+            started_at=now - timedelta(minutes=i % 60, seconds=1),
+            finished_at=now - timedelta(minutes=i % 60),
+            result=i + 1,
+        )
+        for i in range(0, 300, 2)
+    )
+    Job.objects.create(name="tests.testapp.jobs.noop", status="pending")
+    Job.objects.create(
+        name="tests.testapp.jobs.send_welcome",
+        queue="emails",
+        kwargs={"user_id": 7},
+        status="pending",
+        run_after=now + timedelta(hours=1),
+    )
+    Job.objects.create(
+        name="tests.testapp.jobs.record",
+        status="running",
+        attempts=1,
+        locked_at=now,
+        locked_by="web-1:4242:ab12",
+        started_at=now,
+    )
+    Worker.objects.create(
+        worker_id="web-1:4242:ab12", hostname="web-1", pid=4242, queues=[], threads=4
+    )
+
+
+def shot(page: Page, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def test_filter_dead_jobs_select_two_and_retry(page, live_server, operator, tmp_path):
+    some_history()
+    first, second, third = dead_job(), dead_job(), dead_job()
+    changelist = reverse("admin:django_pgqueue_job_changelist")
+    log_in(page, live_server, changelist)
+    shot(page, tmp_path, "1-changelist")
+
+    # Filter to dead jobs with the sidebar filter.
+    page.locator("#changelist-filter").get_by_role("link", name="Dead", exact=True).click()
+    page.wait_for_url("**status=dead**")
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#result_list .pgqueue-status-dead")).to_have_count(3)
+    shot(page, tmp_path, "2-changelist-dead")
+
+    page.check(f'input.action-select[value="{first.pk}"]')
+    page.check(f'input.action-select[value="{second.pk}"]')
+    expect(page.locator(".action-counter")).to_contain_text("2 of 3 selected")
+    page.select_option('select[name="action"]', "retry_jobs")
+    page.click('button[name="index"]')
+
+    success = page.locator("ul.messagelist li.success")
+    expect(success).to_contain_text(f"Retried 2 jobs, now pending and runnable: #{first.pk}")
+    # Back on the dead filter: only the job that was not selected is left.
+    expect(rows).to_have_count(1)
+    expect(page.locator(f'input.action-select[value="{third.pk}"]')).to_be_visible()
+    shot(page, tmp_path, "3-after-retry")
+
+    # The two retried jobs are pending in the list.
+    page.goto(f"{live_server.url}{changelist}?status=pending")
+    for job in (first, second):
+        row = page.locator("#result_list tbody tr").filter(
+            has=page.locator(f'input.action-select[value="{job.pk}"]')
+        )
+        expect(row.locator(".pgqueue-status-pending")).to_have_text("Pending")
+        expect(row).to_contain_text("0/3")
+    shot(page, tmp_path, "4-pending")
+    assert {j.status for j in Job.objects.filter(pk__in=[first.pk, second.pk])} == {"pending"}
+    assert Job.objects.get(pk=third.pk).status == "dead"
+
+
+def test_dashboard_retries_the_dead_jobs_of_one_queue(page, live_server, operator, tmp_path):
+    some_history()
+    emails = [dead_job("emails", name="tests.testapp.jobs.send_welcome") for _ in range(2)]
+    default = dead_job()
+    changelist = reverse("admin:django_pgqueue_job_changelist")
+    log_in(page, live_server, changelist)
+
+    page.get_by_role("link", name="Queue dashboard").click()
+    page.wait_for_url("**/dashboard/")
+    emails_row = page.locator('tr[data-queue="emails"]')
+    expect(emails_row.locator(".pgqueue-has-dead")).to_have_text("2")
+    expect(page.locator("#pgqueue-workers")).to_contain_text("web-1:4242:ab12")
+    expect(page.locator("svg.pgqueue-chart .pgqueue-bar-completed").first).to_be_visible()
+    shot(page, tmp_path, "5-dashboard")
+
+    emails_row.get_by_role("link", name="Retry all dead jobs in this queue…").click()
+    expect(page.locator("#content-main")).to_contain_text("Every dead job of queue emails (2)")
+    shot(page, tmp_path, "6-retry-dead-confirmation")
+    page.get_by_role("button", name="Yes, retry them").click()
+
+    page.wait_for_url("**/dashboard/")
+    expect(page.locator("ul.messagelist li.success")).to_contain_text(
+        "Retried 2 jobs (every dead job of queue “emails”)"
+    )
+    expect(emails_row.locator(".pgqueue-retry-dead")).to_have_count(0)
+    expect(page.locator('tr[data-queue="default"] .pgqueue-retry-dead')).to_have_count(1)
+    shot(page, tmp_path, "7-dashboard-after-retry")
+    assert [j.status for j in Job.objects.filter(pk__in=[e.pk for e in emails])] == [
+        "pending",
+        "pending",
+    ]
+    assert Job.objects.get(pk=default.pk).status == "dead"
+
+
+def test_job_page_shows_the_traceback_and_retries(page, live_server, operator, tmp_path):
+    job = dead_job(kwargs={"user_id": 42, "template": "welcome"})
+    url = reverse("admin:django_pgqueue_job_change", args=[job.pk])
+    log_in(page, live_server, url)
+    expect(page.locator(".pgqueue-traceback").first).to_contain_text("RuntimeError: SMTP said no")
+    expect(page.locator("pre.pgqueue-pre").nth(1)).to_contain_text('"user_id": 42')
+    expect(page.locator('input[name="_save"]')).to_have_count(0)
+    shot(page, tmp_path, "8-job")
+    page.get_by_role("button", name="Retry now").click()
+    expect(page.locator("ul.messagelist li.success")).to_contain_text("Retried 1 job")
+    expect(page.locator(".pgqueue-status")).to_have_text("Pending")
+    shot(page, tmp_path, "9-job-after-retry")
