@@ -293,6 +293,7 @@ class WorkerProcess:
         self.options = run_jobs_options
         self.pid: int | None = None
         self.exit_code: int | None = None
+        self.cpu_seconds = 0.0
 
     def start(self) -> None:
         # Never share a database connection across fork.
@@ -316,9 +317,11 @@ class WorkerProcess:
 
     def poll(self) -> int | None:
         if self.exit_code is None and self.pid is not None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
             if pid:
                 self.exit_code = os.waitstatus_to_exitcode(status)
+                # The child's and its reaped children's (the supervisor reaps its workers).
+                self.cpu_seconds = rusage.ru_utime + rusage.ru_stime
         return self.exit_code
 
     def wait(self, timeout: float) -> int | None:
@@ -345,6 +348,58 @@ class WorkerProcess:
                 if line.startswith(key + ":"):
                     return int(line.split()[1])
         return 0
+
+
+class BackendCPU:
+    """CPU seconds used so far by the PostgreSQL backends serving some application names.
+
+    Read from /proc, so only when the server runs on this machine (and the benchmark may read
+    its processes); ``available`` is False otherwise. A backend's last reading is kept after it
+    exits, so sample often: whatever it used after its last reading is missed.
+    """
+
+    def __init__(self, application_prefix: str) -> None:
+        self.application_prefix = application_prefix
+        self.seconds: dict[int, float] = {}
+        self._next_lookup = 0.0
+        host = str(connections[settings.DATABASE].settings_dict.get("HOST") or "")
+        self.available = (
+            host in ("", "localhost", "127.0.0.1", "::1") or host.startswith("/")
+        ) and os.path.exists("/proc/self/stat")
+        self._tick = os.sysconf("SC_CLK_TCK") if self.available else 100
+
+    def sample(self, lookup: bool = True) -> None:
+        if not self.available:
+            return
+        now = time.monotonic()
+        if lookup and now >= self._next_lookup:
+            self._next_lookup = now + 0.1
+            with _cursor() as cursor:
+                cursor.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
+                    [self.application_prefix.replace("%", r"\%").replace("_", r"\_") + "%"],
+                )
+                for (pid,) in cursor.fetchall():
+                    self.seconds.setdefault(pid, 0.0)
+        for pid in self.seconds:
+            used = self._read(pid)
+            if used is not None:
+                self.seconds[pid] = used
+
+    def _read(self, pid: int) -> float | None:
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if not fh.read().startswith("postgres"):
+                    return None
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self._tick
+
+    @property
+    def total(self) -> float | None:
+        return sum(self.seconds.values()) if self.available and self.seconds else None
 
 
 # ----- the phases ------------------------------------------------------------------------------
@@ -382,6 +437,12 @@ class Bench:
             self.progress.start("warning: " + self.result.details["warning"])
             self.progress.finish("")
         try:
+            # Every run starts from a vacuumed table, so the dead rows of an earlier run (or of
+            # anything else) don't make it slower than the next.
+            self.progress.start(f"VACUUM (ANALYZE) {sql.TABLE}")
+            started = time.perf_counter()
+            _vacuum_analyze()
+            self.progress.finish(f"{time.perf_counter() - started:.1f} s")
             if "enqueue" in options.phases or "drain" in options.phases:
                 self.enqueue_bulk()
             if "drain" in options.phases:
@@ -406,6 +467,8 @@ class Bench:
 
         _delete_queue(self.queue, self.mark)
         Worker.objects.using(settings.DATABASE).filter(worker_id__startswith=self.queue).delete()
+        # Leave no dead rows behind for the next run (or the real queues) to step over.
+        _vacuum_analyze()
 
     def _start_worker(self, **options: Any) -> WorkerProcess:
         child = WorkerProcess(queues=[self.queue], **options)
@@ -433,6 +496,8 @@ class Bench:
         options = self.options
         count = options.jobs
         self.progress.start(f"drain with {options.processes} processes", count)
+        worker_id = f"{self.queue}:drain"
+        backends = BackendCPU(f"pgqueue worker {worker_id}")
         started_wall = time.time()
         started = time.perf_counter()
         child = self._start_worker(
@@ -440,11 +505,14 @@ class Bench:
             threads=options.threads,
             batch_size=options.resolved_batch_size(),
             burst=True,
-            worker_id=f"{self.queue}:drain",
+            worker_id=worker_id,
         )
+        next_update = started
         while child.poll() is None:
-            time.sleep(0.25 if self.progress.live else 0.01)
-            if self.progress.live and child.exit_code is None:
+            time.sleep(0.01)
+            backends.sample(lookup=len(backends.seconds) < options.processes)
+            if self.progress.live and time.perf_counter() >= next_update:
+                next_update = time.perf_counter() + 0.25
                 self.progress.update(count - _count_active(self.queue))
         exited = time.perf_counter() - started
         if child.exit_code != 0:
@@ -460,6 +528,17 @@ class Bench:
         self.result.drain_per_s = round(count / seconds, 1)
         self.result.details["drain_s"] = round(seconds, 4)
         self.result.details["drain_until_exit_s"] = round(exited, 4)
+        # Where the time goes, independent of what else runs on the machine: CPU per job in
+        # the worker processes and in their database backends, and the rate those would allow
+        # if they had every CPU of this machine to themselves.
+        worker_us = child.cpu_seconds / count * 1e6
+        self.result.details["drain_worker_cpu_us_per_job"] = round(worker_us, 1)
+        if backends.total is not None:
+            postgres_us = backends.total / count * 1e6
+            self.result.details["drain_postgres_cpu_us_per_job"] = round(postgres_us, 1)
+            self.result.details["drain_cpu_bound_ceiling_per_s"] = round(
+                (os.cpu_count() or 1) / (worker_us + postgres_us) * 1e6
+            )
         self.progress.finish(f"{self.result.drain_per_s:,.0f} jobs/s")
         _delete_queue(self.queue, self.mark)
 
