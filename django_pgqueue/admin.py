@@ -94,6 +94,20 @@ def _when(value: datetime | None, today: date) -> SafeString | str:
     return format_html('<time datetime="{}" title="{}">{}</time>', local.isoformat(), local, text)
 
 
+def _exact_time(field: str, label: str) -> Callable[[Any, Job], str]:
+    """A detail-page field: the local time to the millisecond, with the zone."""
+
+    @admin.display(description=label)
+    def show(self: Any, obj: Job) -> str:
+        value = getattr(obj, field)
+        if value is None:
+            return "-"
+        local = timezone.localtime(value)
+        return f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} {local:%Z}"
+
+    return show
+
+
 def status_badge(status: str) -> SafeString:
     label = JobStatus(status).label if status in JobStatus.values else status
     return format_html('<span class="pgqueue-status pgqueue-status-{}">{}</span>', status, label)
@@ -427,50 +441,48 @@ class JobAdmin(_ModelAdmin):
 
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "status_column", "priority")}),
+        ("Last error", {"fields": ("last_error_column",)}),
         ("Arguments", {"fields": ("args_json", "kwargs_json")}),
         (
             "Timing",
             {
                 "fields": (
-                    "created_at",
-                    "run_after",
-                    "started_at",
-                    "finished_at",
+                    "created_detail",
+                    "run_after_detail",
+                    "started_detail",
+                    "finished_detail",
                     "queued_for_column",
                     "ran_for_column",
                 )
             },
         ),
-        (
-            "Attempts and lock",
-            {"fields": ("attempts_column", "locked_by", "locked_at")},
-        ),
+        ("Attempts and lock", {"fields": ("attempts_column", "locked_by", "locked_detail")}),
         ("Keys", {"fields": ("unique_key", "concurrency_key")}),
         ("Result", {"fields": ("result_json",)}),
-        ("Last error", {"fields": ("last_error_column",)}),
         ("Error history", {"fields": ("errors_column",)}),
     )
+    # Everything is read-only: no job column is ever edited by hand.
     readonly_fields = (
         "id",
         "name",
         "queue",
         "status_column",
         "priority",
+        "last_error_column",
         "args_json",
         "kwargs_json",
-        "created_at",
-        "run_after",
-        "started_at",
-        "finished_at",
+        "created_detail",
+        "run_after_detail",
+        "started_detail",
+        "finished_detail",
         "queued_for_column",
         "ran_for_column",
         "attempts_column",
         "locked_by",
-        "locked_at",
+        "locked_detail",
         "unique_key",
         "concurrency_key",
         "result_json",
-        "last_error_column",
         "errors_column",
     )
 
@@ -527,6 +539,12 @@ class JobAdmin(_ModelAdmin):
     @admin.display(description="finished", ordering="finished_at")
     def finished_column(self, obj: Job) -> SafeString | str:
         return _when(obj.finished_at, timezone.localdate())
+
+    created_detail = _exact_time("created_at", "created at")
+    run_after_detail = _exact_time("run_after", "run after")
+    started_detail = _exact_time("started_at", "started at (last attempt)")
+    finished_detail = _exact_time("finished_at", "finished at")
+    locked_detail = _exact_time("locked_at", "locked at (last heartbeat)")
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Job) -> SafeString:
