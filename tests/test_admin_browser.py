@@ -243,7 +243,7 @@ def test_job_page_shows_the_traceback_and_retries(page, live_server, operator, t
     url = reverse("admin:django_pgqueue_job_change", args=[job.pk])
     log_in(page, live_server, url)
     expect(page.locator(".pgqueue-traceback").first).to_contain_text("RuntimeError: SMTP said no")
-    expect(page.locator("pre.pgqueue-pre").nth(1)).to_contain_text('"user_id": 42')
+    expect(page.locator(".field-kwargs_json pre")).to_contain_text('"user_id": 42')
     expect(page.locator('input[name="_save"]')).to_have_count(0)
     shot(page, tmp_path, "8-job")
     page.get_by_role("button", name="Retry now").click()
