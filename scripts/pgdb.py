@@ -48,7 +48,7 @@ INSTALL_HELP = """\
 No PostgreSQL server answers, and no PostgreSQL binaries (initdb, pg_ctl) were found to start
 a private one. Do one of these, then run the command again:
 
-  * install PostgreSQL (any version from 13 on):
+  * install PostgreSQL (version 14 or later; 15 or later for Django 6.1):
       Debian/Ubuntu:  sudo apt-get install postgresql
       Fedora/RHEL:    sudo dnf install postgresql-server
       macOS:          brew install postgresql@17
