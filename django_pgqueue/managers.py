@@ -126,11 +126,21 @@ class JobQuerySet(models.QuerySet["Job"]):
         )
 
     def run_now(self) -> int:
-        """Make the pending jobs among these runnable now."""
+        """Make the scheduled jobs among these runnable now.
+
+        Jobs already runnable keep their ``run_after``, and so their place in the queue.
+        """
+        now = timezone.now()
         with transaction.atomic(using=self.db):
-            pending = self.filter(status="pending")
-            count = pending.update(run_after=timezone.now())
-            self._notify(pending)
+            scheduled = self._fresh().filter(
+                id__in=list(
+                    self.filter(status="pending", run_after__gt=now)
+                    .select_for_update()
+                    .values_list("id", flat=True)
+                )
+            )
+            self._notify(scheduled)
+            count = scheduled.update(run_after=now)
         return count
 
     def _fresh(self) -> JobQuerySet:

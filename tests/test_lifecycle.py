@@ -219,3 +219,12 @@ def test_the_worker_reports_itself_in_the_worker_table():
     row = WorkerRow.objects.get(worker_id=worker.worker_id)
     assert row.stopped_at is not None
     assert row.queues == []
+
+
+def test_run_now_keeps_the_place_of_jobs_that_are_already_runnable():
+    older = jobs.noop.enqueue()
+    newer = jobs.noop.enqueue()
+    before = Job.objects.get(pk=newer.pk).run_after
+    assert Job.objects.filter(pk=newer.pk).run_now() == 0
+    assert Job.objects.get(pk=newer.pk).run_after == before
+    assert [j.pk for j in Job.objects.claim("w", limit=2)] == [older.pk, newer.pk]
