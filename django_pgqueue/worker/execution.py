@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,6 +16,8 @@ from django_pgqueue import registry, signals, sql
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
+
+logger = logging.getLogger("django_pgqueue.worker")
 
 
 @dataclass(slots=True)
@@ -131,3 +134,33 @@ def execute(job: Job, worker_id: str) -> Outcome:
         exception=outcome.exception,
     )
     return outcome
+
+
+def log_outcome(job: Job, outcome: Outcome) -> None:
+    duration_ms = (
+        (outcome.finished_at or timezone.now()) - outcome.started_at
+    ).total_seconds() * 1000
+    if outcome.outcome == "completed":
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "%s #%d queue=%s attempt=%d/%d completed in %.1fms",
+                job.name,
+                job.pk,
+                job.queue,
+                job.attempts,
+                job.max_attempts,
+                duration_ms,
+            )
+        return
+    logger.error(
+        "%s #%d queue=%s attempt=%d/%d %s in %.1fms%s",
+        job.name,
+        job.pk,
+        job.queue,
+        job.attempts,
+        job.max_attempts,
+        "failed, will retry" if outcome.outcome == "retried" else "failed, now dead",
+        duration_ms,
+        f" (next attempt at {outcome.run_after.isoformat()})" if outcome.run_after else "",
+        exc_info=outcome.exception,
+    )

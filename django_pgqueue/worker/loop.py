@@ -29,15 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 import psycopg.errors
-from django.db import connections
 from django.utils import timezone
 
-from django_pgqueue import registry, sql
+from django_pgqueue import sql
 from django_pgqueue.conf import settings
-from django_pgqueue.exceptions import JobTimeout
 from django_pgqueue.managers import CLAIM_RACE_RETRIES, jobs_from_claim
 from django_pgqueue.worker.connection import CONNECTION_ERRORS, Backoff, QueueConnection
-from django_pgqueue.worker.execution import Outcome, execute, failed
+from django_pgqueue.worker.execution import Outcome
+from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
 from django_pgqueue.worker.listener import Listener
 
 if TYPE_CHECKING:
@@ -54,8 +53,6 @@ WORKER_ROW_RETENTION = 3600.0
 # Signals this close to the first are one request arriving twice (systemd and terminals signal
 # the whole process group, and the supervisor forwards the same signal).
 SIGNAL_DEDUPE_WINDOW = 1.0
-# How often running jobs with a timeout are checked.
-TIMEOUT_CHECK_INTERVAL = 0.25
 
 _WAKE = object()
 _STOP = object()
@@ -74,22 +71,6 @@ class WorkerStats:
     dead: int = 0
     released: int = 0
     lost: int = 0
-
-
-@dataclass(frozen=True)
-class _Dropped:
-    job_id: int
-
-
-@dataclass
-class _Running:
-    job: Job
-    started_at: datetime
-    deadline: float | None  # monotonic time after which the job counts as hung
-
-    @property
-    def attempt(self) -> tuple[int, int]:
-        return (self.job.pk, self.job.attempts)
 
 
 class Worker:
@@ -128,20 +109,14 @@ class Worker:
         self.stats = WorkerStats()
 
         self._events: queue_module.SimpleQueue[Any] = queue_module.SimpleQueue()
-        self._work: queue_module.SimpleQueue[Job | None] = queue_module.SimpleQueue()
         self._connection = QueueConnection(self.alias, f"pgqueue worker {self.worker_id}")
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
-        self._running: dict[tuple[int, int], _Running] = {}  # (id, attempt) -> started
-        self._running_lock = threading.Lock()
         self._outcomes: list[Outcome] = []
         self._stopping = False
         self._first_signal_at: float | None = None
-        self._executors: list[threading.Thread] = []
+        self._executors = Executors(self.worker_id, threads, self._events)
         self._listener: Listener | None = None
         self._avg_duration = 0.01
-        self._lost: set[int] = set()  # claimed jobs whose lock another worker took over
-        # (id, attempt) of attempts failed for running past their timeout
-        self._abandoned: set[tuple[int, int]] = set()
 
     # ----- public API ------------------------------------------------------------------------
 
@@ -170,8 +145,7 @@ class Worker:
                 signal.signal(signum, handler)
             if self._listener is not None:
                 self._listener.stop()
-            for _ in self._executors:
-                self._work.put(None)
+            self._executors.stop()
             self._connection.close()
         logger.info(
             "Worker %s stopped: %d completed, %d retried, %d dead, %d handed back",
@@ -205,71 +179,13 @@ class Worker:
         # by the supervisor): nothing more to do.
 
     def _start_threads(self) -> None:
-        for index in range(self.threads):
-            self._start_executor(index)
+        self._executors.start()
         if self.listen and not self.burst:
             self._listener = Listener(self.alias, self.worker_id, self.queues, self._wake)
             self._listener.start()
 
-    def _start_executor(self, index: int) -> None:
-        thread = threading.Thread(
-            target=self._executor, name=f"pgqueue-executor-{index}", daemon=True
-        )
-        thread.start()
-        self._executors.append(thread)
-
     def _wake(self) -> None:
         self._events.put(_WAKE)
-
-    def _executor(self) -> None:
-        while True:
-            job = self._work.get()
-            if job is None:
-                connections.close_all()
-                return
-            if job.pk in self._lost:
-                # Another worker reclaimed it while it waited here: not ours to run.
-                self._events.put(_Dropped(job.pk))
-                continue
-            timeout = registry.timeout_of(job.name)
-            deadline = time.monotonic() + timeout if timeout else None
-            attempt = (job.pk, job.attempts)
-            with self._running_lock:
-                self._running[attempt] = _Running(job, timezone.now(), deadline)
-            outcome = execute(job, self.worker_id)
-            with self._running_lock:
-                self._running.pop(attempt, None)
-                abandoned = attempt in self._abandoned
-                self._abandoned.discard(attempt)
-            if abandoned:
-                # It ran past its timeout: its outcome was recorded and a new thread took this
-                # one's place. This thread's late result is dropped and the thread ends.
-                logger.warning("Job #%d finished after its timeout; result dropped", job.pk)
-                connections.close_all()
-                return
-            _log_outcome(job, outcome)
-            self._events.put(outcome)
-
-    def _check_timeouts(self) -> None:
-        """Fail jobs running past their timeout and replace the threads they hold."""
-        now = time.monotonic()
-        with self._running_lock:
-            overdue = [
-                r
-                for r in self._running.values()
-                if r.deadline is not None and now > r.deadline and r.attempt not in self._abandoned
-            ]
-            self._abandoned.update(r.attempt for r in overdue)
-        for running in overdue:
-            job = running.job
-            timeout = registry.timeout_of(job.name)
-            exc = JobTimeout(f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout")
-            outcome = failed(
-                job, exc, running.started_at, self.worker_id, registry.retry_delay_of(job)
-            )
-            _log_outcome(job, outcome)
-            self._outcomes.append(outcome)
-            self._start_executor(len(self._executors))
 
     # ----- the loop --------------------------------------------------------------------------
 
@@ -293,8 +209,8 @@ class Worker:
             if self._woken:
                 self._woken = False
                 next_claim = now
-            if self._running_has_deadlines:
-                self._check_timeouts()
+            if self._executors.has_deadlines:
+                self._outcomes += self._executors.fail_overdue()
             if self._outcomes and flush_deadline is None:
                 flush_deadline = now + settings.FLUSH_INTERVAL
 
@@ -355,16 +271,12 @@ class Worker:
                 if self._stopping:
                     return
 
-    @property
-    def _running_has_deadlines(self) -> bool:
-        return any(r.deadline is not None for r in list(self._running.values()))
-
     def _wait_time(
         self, next_claim: float, flush_deadline: float | None, next_heartbeat: float
     ) -> float:
         now = time.monotonic()
         deadlines = [next_heartbeat]
-        if self._running_has_deadlines:
+        if self._executors.has_deadlines:
             deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
             deadlines.append(flush_deadline)
@@ -386,9 +298,9 @@ class Worker:
             elif isinstance(event, Outcome):
                 self._record_duration(event)
                 self._outcomes.append(event)
-            elif isinstance(event, _Dropped):
+            elif isinstance(event, Dropped):
                 self._claimed.pop(event.job_id, None)
-                self._lost.discard(event.job_id)
+                self._executors.lost.discard(event.job_id)
             try:
                 event = self._events.get_nowait()
             except queue_module.Empty:
@@ -449,7 +361,7 @@ class Worker:
         jobs = jobs_from_claim(self.alias, rows, self.queues)
         for job in jobs:
             self._claimed[job.pk] = job
-            self._work.put(job)
+            self._executors.submit(job)
         self.stats.claimed += len(jobs)
         return len(rows)
 
@@ -503,7 +415,7 @@ class Worker:
                 still = sql.heartbeat(cursor, self.worker_id, owned_ids)
                 for job_id in set(owned_ids) - still:
                     logger.warning("Job #%d is no longer ours: its lock expired", job_id)
-                    self._lost.add(job_id)
+                    self._executors.lost.add(job_id)
             cursor.execute(
                 sql.UPSERT_WORKER,
                 [
@@ -521,7 +433,7 @@ class Worker:
         return [
             job_id
             for job_id, job in self._claimed.items()
-            if job_id not in self._lost and (job_id, job.attempts) not in self._abandoned
+            if job_id not in self._executors.lost and not self._executors.abandoned(job)
         ]
 
     def _prune(self) -> float:
@@ -542,14 +454,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         """Hand back unstarted jobs, wait for running ones, write every outcome."""
-        unstarted: list[int] = []
-        while True:
-            try:
-                job = self._work.get_nowait()
-            except queue_module.Empty:
-                break
-            if job is not None:
-                unstarted.append(job.pk)
+        unstarted = self._executors.take_unstarted()
         deadline = time.monotonic() + self.shutdown_timeout
         backoff = Backoff()
         released = False
@@ -590,33 +495,3 @@ class Worker:
                 cursor.execute(sql.STOP_WORKER, [self.worker_id])
         except CONNECTION_ERRORS:
             pass
-
-
-def _log_outcome(job: Job, outcome: Outcome) -> None:
-    duration_ms = (
-        (outcome.finished_at or timezone.now()) - outcome.started_at
-    ).total_seconds() * 1000
-    if outcome.outcome == "completed":
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "%s #%d queue=%s attempt=%d/%d completed in %.1fms",
-                job.name,
-                job.pk,
-                job.queue,
-                job.attempts,
-                job.max_attempts,
-                duration_ms,
-            )
-        return
-    logger.error(
-        "%s #%d queue=%s attempt=%d/%d %s in %.1fms%s",
-        job.name,
-        job.pk,
-        job.queue,
-        job.attempts,
-        job.max_attempts,
-        "failed, will retry" if outcome.outcome == "retried" else "failed, now dead",
-        duration_ms,
-        f" (next attempt at {outcome.run_after.isoformat()})" if outcome.run_after else "",
-        exc_info=outcome.exception,
-    )
