@@ -436,7 +436,8 @@ SET last_seen_at = now(), jobs_done = EXCLUDED.jobs_done, stopped_at = NULL
 """
 
 STOP_WORKER = """
-UPDATE pgqueue_worker SET stopped_at = now(), last_seen_at = now() WHERE worker_id = %s
+UPDATE pgqueue_worker SET stopped_at = now(), last_seen_at = now(), jobs_done = %s
+WHERE worker_id = %s
 """
 
 PRUNE_WORKERS = """

@@ -228,3 +228,14 @@ def test_run_now_keeps_the_place_of_jobs_that_are_already_runnable():
     assert Job.objects.filter(pk=newer.pk).run_now() == 0
     assert Job.objects.get(pk=newer.pk).run_after == before
     assert [j.pk for j in Job.objects.claim("w", limit=2)] == [older.pk, newer.pk]
+
+
+def test_run_jobs_returns_normally_from_call_command_in_burst_mode():
+    from django.core.management import call_command
+
+    from django_pgqueue.models import Worker as WorkerRow
+
+    jobs.add.enqueue_many([(1, 1)] * 3)
+    call_command("run_jobs", "--burst", "--worker-id", "called", verbosity=0)
+    assert Job.objects.completed().count() == 3
+    assert WorkerRow.objects.get(worker_id="called").jobs_done == 3

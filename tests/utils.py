@@ -16,13 +16,23 @@ ROOT = Path(__file__).resolve().parent.parent
 def worker_env(**extra: str) -> dict[str, str]:
     """Environment for a subprocess that uses the same (test) database as this test."""
     env = dict(os.environ)
+    db = connection.settings_dict
     env.update(
         DJANGO_SETTINGS_MODULE="tests.settings",
         PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-        PGDATABASE=connection.settings_dict["NAME"],
         PYTHONUNBUFFERED="1",
     )
+    # tests.settings reads PG* when DATABASE_URL is unset: point them at this test database.
     env.pop("DATABASE_URL", None)
+    for var, key in [
+        ("PGDATABASE", "NAME"),
+        ("PGHOST", "HOST"),
+        ("PGPORT", "PORT"),
+        ("PGUSER", "USER"),
+        ("PGPASSWORD", "PASSWORD"),
+    ]:
+        if db.get(key):
+            env[var] = str(db[key])
     env.update(extra)
     return env
 

@@ -492,6 +492,6 @@ class Worker:
                 time.sleep(backoff.failed())
         try:
             with self._connection.cursor() as cursor:
-                cursor.execute(sql.STOP_WORKER, [self.worker_id])
+                cursor.execute(sql.STOP_WORKER, [self.stats.finished, self.worker_id])
         except CONNECTION_ERRORS:
             pass

@@ -92,7 +92,8 @@ class Command(BaseCommand):
             code = Supervisor(options["processes"], **worker_options).run()
         else:
             code = Worker(**worker_options).run()
-        sys.exit(code)
+        if code:
+            sys.exit(code)
 
 
 def configure_logging(verbosity: int) -> None:
