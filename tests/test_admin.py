@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_pgqueue import admin as pgqueue_admin
 from django_pgqueue import stats
+from django_pgqueue.admin import actions as admin_actions
 from django_pgqueue.models import Job, Worker
 
 pytestmark = pytest.mark.django_db
@@ -438,7 +439,7 @@ def test_delete_action_confirms_then_deletes_all_but_running_jobs(admin_client):
 
 
 def test_delete_refuses_more_than_the_cap(admin_client, monkeypatch):
-    monkeypatch.setattr(pgqueue_admin, "DELETE_CAP", 2)
+    monkeypatch.setattr(admin_actions, "DELETE_CAP", 2)
     jobs = [make("completed") for _ in range(3)]
     response = action(admin_client, "delete_selected", jobs[:1], select_across="1", post="yes")
     assert Job.objects.count() == 3

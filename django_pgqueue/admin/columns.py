@@ -1,0 +1,135 @@
+"""How a job shows: the job list's columns and the job page's read-only fields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from django_pgqueue.admin.formatting import (
+    compact_duration,
+    exact_local_time,
+    local_time,
+    pretty_json,
+    status_badge,
+)
+from django_pgqueue.models import Job
+from django_pgqueue.states import JobStatus
+
+#: Characters of the last error shown in the changelist.
+SHORT_ERROR = 80
+
+
+def _local_time_column(field: str, description: str) -> Callable[[Any, Job], SafeString | str]:
+    """A list column: the local time, compact (the full time on hover), sortable."""
+
+    @admin.display(description=description, ordering=field)
+    def column(self: Any, obj: Job) -> SafeString | str:
+        return local_time(getattr(obj, field), timezone.localdate())
+
+    return column
+
+
+def _exact_time_field(field: str, label: str) -> Callable[[Any, Job], str]:
+    """A job page field: the local time to the millisecond, with the zone."""
+
+    @admin.display(description=label)
+    def show(self: Any, obj: Job) -> str:
+        return exact_local_time(getattr(obj, field))
+
+    return show
+
+
+class JobColumns:
+    """The display methods named in ``JobAdmin.list_display`` and ``readonly_fields``."""
+
+    @admin.display(description="name", ordering="name")
+    def name_column(self, obj: Job) -> SafeString:
+        # Let long dotted names wrap after the module, the function name in bold.
+        module, dot, function = obj.name.rpartition(".")
+        return format_html(
+            '<span class="pgqueue-module">{}{}</span><wbr><strong>{}</strong>',
+            module,
+            dot,
+            function,
+        )
+
+    run_after_column = _local_time_column("run_after", "run after")
+    created_column = _local_time_column("created_at", "created")
+    finished_column = _local_time_column("finished_at", "finished")
+
+    created_detail = _exact_time_field("created_at", "created at")
+    run_after_detail = _exact_time_field("run_after", "run after")
+    started_detail = _exact_time_field("started_at", "started at (last attempt)")
+    finished_detail = _exact_time_field("finished_at", "finished at")
+    locked_detail = _exact_time_field("locked_at", "locked at (last heartbeat)")
+
+    @admin.display(description="status", ordering="status")
+    def status_column(self, obj: Job) -> SafeString:
+        return status_badge(obj.status)
+
+    @admin.display(description="attempts")
+    def attempts_column(self, obj: Job) -> str:
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="error")
+    def error_column(self, obj: Job) -> SafeString | str:
+        lines = [line for line in obj.last_error.strip().splitlines() if line.strip()]
+        if not lines:
+            return ""
+        last = lines[-1].strip()
+        short = last if len(last) <= SHORT_ERROR else last[: SHORT_ERROR - 1] + "…"
+        return format_html('<span class="pgqueue-error">{}</span>', short)
+
+    @admin.display(description="args")
+    def args_json(self, obj: Job) -> SafeString:
+        return pretty_json(obj.args)
+
+    @admin.display(description="kwargs")
+    def kwargs_json(self, obj: Job) -> SafeString:
+        return pretty_json(obj.kwargs)
+
+    @admin.display(description="result")
+    def result_json(self, obj: Job) -> SafeString | str:
+        if obj.result is None and obj.status != JobStatus.COMPLETED:
+            return "-"
+        return pretty_json(obj.result)
+
+    @admin.display(description="queued for")
+    def queued_for_column(self, obj: Job) -> str:
+        return compact_duration(obj.queued_for)
+
+    @admin.display(description="ran for")
+    def ran_for_column(self, obj: Job) -> str:
+        return compact_duration(obj.ran_for)
+
+    @admin.display(description="traceback")
+    def last_error_column(self, obj: Job) -> SafeString | str:
+        if not obj.last_error:
+            return "-"
+        return format_html('<pre class="pgqueue-pre pgqueue-traceback">{}</pre>', obj.last_error)
+
+    @admin.display(description="attempts that failed")
+    def errors_column(self, obj: Job) -> SafeString | str:
+        entries = [e for e in (obj.errors or []) if isinstance(e, dict)]
+        if not entries:
+            return "-"
+        return format_html_join(
+            "",
+            '<details class="pgqueue-attempt"><summary>Attempt {} at {} on {}: {}</summary>'
+            '<pre class="pgqueue-pre pgqueue-traceback">{}</pre></details>',
+            (
+                (
+                    e.get("attempt", "?"),
+                    e.get("at", "?"),
+                    e.get("worker_id", "?"),
+                    e.get("exception_class", "?"),
+                    e.get("traceback", ""),
+                )
+                for e in reversed(entries)
+            ),
+        )

@@ -1,0 +1,77 @@
+"""The job list's filters. Their choices come from indexes, statistics and the registry: never
+from a ``SELECT DISTINCT`` over a big table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from django_pgqueue import stats
+from django_pgqueue.admin.base import as_jobs
+
+if TYPE_CHECKING:
+    from django_pgqueue.managers import JobQuerySet
+
+
+class StatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    CHOICES: dict[str, tuple[str, Callable[[JobQuerySet], JobQuerySet]]] = {
+        "pending": ("Pending (all)", lambda qs: qs.pending()),
+        "runnable": ("Pending: runnable now", lambda qs: qs.runnable()),
+        "scheduled": ("Pending: scheduled", lambda qs: qs.scheduled()),
+        "failed": ("Pending: failed, awaiting retry", lambda qs: qs.failed()),
+        "running": ("Running", lambda qs: qs.running()),
+        "completed": ("Completed", lambda qs: qs.completed()),
+        "dead": ("Dead", lambda qs: qs.dead()),
+        "cancelled": ("Cancelled", lambda qs: qs.cancelled()),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, (label, _) in self.CHOICES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        choice = self.CHOICES.get(self.value() or "")
+        return None if choice is None else choice[1](as_jobs(queryset))
+
+
+class KnownValueFilter(admin.SimpleListFilter):
+    """Jobs whose column ``parameter_name`` equals the chosen value. The choices are
+    :meth:`known_values`, plus the value in the URL when it is not one of them."""
+
+    parameter_name: str
+
+    def known_values(self) -> list[str]:
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        values = self.known_values()
+        value = self.value()
+        if value and value not in values:
+            values.append(value)
+        return [(v, v) for v in sorted(values)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        return queryset.filter(**{self.parameter_name: value}) if value else None
+
+
+class QueueFilter(KnownValueFilter):
+    title = "queue"
+    parameter_name = "queue"
+
+    def known_values(self) -> list[str]:
+        return stats.queue_names()
+
+
+class NameFilter(KnownValueFilter):
+    title = "job name"
+    parameter_name = "name"
+
+    def known_values(self) -> list[str]:
+        return stats.job_names()

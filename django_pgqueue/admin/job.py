@@ -1,0 +1,153 @@
+"""The job admin: the job list (columns, filters, search, actions) and the read-only job page
+with its buttons. Its parts are mixed in from the modules next to this one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, path
+from django.views.decorators.http import require_POST
+
+from django_pgqueue.admin.actions import JobActions
+from django_pgqueue.admin.changelist import EstimatedCountPaginator, JobChangeList
+from django_pgqueue.admin.columns import JobColumns
+from django_pgqueue.admin.dashboard import QueueDashboard
+from django_pgqueue.admin.filters import NameFilter, QueueFilter, StatusFilter
+from django_pgqueue.admin.search import search_jobs
+from django_pgqueue.models import Job
+
+
+class JobAdmin(JobColumns, QueueDashboard, JobActions):
+    list_display = (
+        "id",
+        "name_column",
+        "queue",
+        "status_column",
+        "priority",
+        "attempts_column",
+        "run_after_column",
+        "created_column",
+        "finished_column",
+        "error_column",
+    )
+    list_display_links = ("id", "name_column")
+    list_filter = (
+        StatusFilter,
+        QueueFilter,
+        NameFilter,
+        ("created_at", admin.DateFieldListFilter),
+        ("finished_at", admin.DateFieldListFilter),
+    )
+    # get_search_results does the searching; a non-empty list turns the search box on.
+    search_fields = ("name",)
+    search_help_text = (
+        "Job id, name, unique or concurrency key, error text, or a value in the arguments."
+    )
+    list_per_page = 100
+    list_max_show_all = 1000
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    ordering = ("-id",)
+
+    fieldsets = (
+        (None, {"fields": ("id", "name", "queue", "status_column", "priority")}),
+        ("Last error", {"fields": ("last_error_column",)}),
+        ("Arguments", {"fields": ("args_json", "kwargs_json")}),
+        (
+            "Timing",
+            {
+                "fields": (
+                    "created_detail",
+                    "run_after_detail",
+                    "started_detail",
+                    "finished_detail",
+                    "queued_for_column",
+                    "ran_for_column",
+                )
+            },
+        ),
+        ("Attempts and lock", {"fields": ("attempts_column", "locked_by", "locked_detail")}),
+        ("Keys", {"fields": ("unique_key", "concurrency_key")}),
+        ("Result", {"fields": ("result_json",)}),
+        ("Error history", {"fields": ("errors_column",)}),
+    )
+    # Everything is read-only: no job column is ever edited by hand.
+    readonly_fields = tuple(flatten_fieldsets(fieldsets))
+
+    class Media:
+        css = {"all": ("django_pgqueue/admin.css",)}
+
+    # ----- the job list ---------------------------------------------------------------------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return JobChangeList
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        return search_jobs(queryset, search_term), False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if request.method == "POST":
+            self.check_action_permissions(request)
+        context = {"dashboard_url": self.admin_url("dashboard"), "title": "Jobs"}
+        return super().changelist_view(request, {**context, **(extra_context or {})})
+
+    # ----- the extra pages and the job page's buttons ---------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        info = f"{self.opts.app_label}_{self.opts.model_name}"
+        wrap = self.admin_site.admin_view
+        urls = [
+            path("dashboard/", wrap(self.dashboard_view), name=f"{info}_dashboard"),
+            path(
+                "dashboard/retry-dead/",
+                wrap(self.retry_dead_view),
+                name=f"{info}_retry_dead",
+            ),
+            path(
+                "<path:object_id>/operate/<str:operation>/",
+                wrap(require_POST(self.operate_view)),
+                name=f"{info}_operate",
+            ),
+        ]
+        return [*urls, *super().get_urls()]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = {"can_operate": self.can_operate(request)}
+        return super().change_view(
+            request, object_id, form_url, {**context, **(extra_context or {})}
+        )
+
+    OPERATIONS: dict[str, str] = {
+        "retry": "retry_jobs",
+        "run-now": "run_jobs_now",
+        "cancel": "cancel_jobs",
+    }
+
+    def operate_view(self, request: HttpRequest, object_id: str, operation: str) -> HttpResponse:
+        """The buttons of the job's page: one job, the same code as the list actions."""
+        action = self.OPERATIONS.get(operation)
+        if action is None:
+            raise Http404(f"No operation {operation!r}.")
+        if not self.can_operate(request):
+            raise PermissionDenied
+        job = get_object_or_404(self.get_queryset(request), pk=object_id)
+        getattr(self, action)(request, self.get_queryset(request).filter(pk=job.pk))
+        return HttpResponseRedirect(self.admin_url("change", job.pk))

@@ -1,0 +1,89 @@
+"""What a count is, and row counts that never read the rows.
+
+A :class:`Count` says whether it is exact, a lower bound (counting stopped at a cap) or the
+planner's estimate. The estimates come from ``EXPLAIN``: PostgreSQL's statistics, no rows read.
+The capped count itself, which reads rows up to a cap, is :func:`django_pgqueue.stats.capped_count`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.db import connections
+from django.db.models import QuerySet
+
+from django_pgqueue.sql import Cursor
+
+CountKind = Literal["exact", "at_least", "estimate"]
+
+
+@dataclass(frozen=True)
+class Count:
+    """A row count: ``exact``, a lower bound (``at_least``) or a planner ``estimate``."""
+
+    value: int
+    kind: CountKind = "exact"
+
+    @property
+    def exact(self) -> bool:
+        return self.kind == "exact"
+
+    def __str__(self) -> str:
+        if self.kind == "at_least":
+            return f"{self.value:,}+"
+        if self.kind == "estimate":
+            return f"~{_two_significant_digits(self.value):,}"
+        return f"{self.value:,}"
+
+    @property
+    def note(self) -> str:
+        """Why the number is not exact (empty when it is)."""
+        if self.kind == "at_least":
+            return f"Counted up to {self.value:,} rows and stopped there."
+        if self.kind == "estimate":
+            return "PostgreSQL's estimate from the table statistics (as of the last ANALYZE)."
+        return ""
+
+
+def _two_significant_digits(value: int) -> int:
+    """An estimate of 1,234,567 rows reads as ~1,200,000."""
+    if value < 100:
+        return value
+    digits = len(str(value)) - 2
+    return round(value, -digits)
+
+
+def add_counts(a: Count, b: Count) -> Count:
+    """The sum, as exact as the least exact of the two."""
+    kinds = {a.kind, b.kind}
+    kind: CountKind = (
+        "estimate" if "estimate" in kinds else "at_least" if "at_least" in kinds else "exact"
+    )
+    return Count(a.value + b.value, kind)
+
+
+def over_cap(estimate: int, cap: int) -> Count:
+    """The count of rows that were counted up to ``cap`` and went past it."""
+    # Statistics may lag behind the table: never show less than what was counted.
+    if estimate > cap:
+        return Count(estimate, "estimate")
+    return Count(cap, "at_least")
+
+
+def plan_rows(cursor: Cursor, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
+    """The planner's row estimate for a statement (no rows are read)."""
+    cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+    plan = cursor.fetchone()[0]
+    if isinstance(plan, str | bytes):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def estimate_rows(queryset: QuerySet[Any]) -> int:
+    """The planner's row estimate for ``queryset`` (no rows are read)."""
+    sql, params = queryset.order_by().query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        return plan_rows(cursor, sql, params)
