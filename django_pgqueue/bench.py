@@ -190,6 +190,8 @@ def machine_info() -> dict[str, Any]:
         synchronous_commit = cursor.fetchone()[0]
         cursor.execute("SHOW shared_buffers")
         shared_buffers = cursor.fetchone()[0]
+        cursor.execute("SHOW autovacuum")
+        autovacuum = cursor.fetchone()[0]
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
         "cpu_count": os.cpu_count(),
@@ -199,6 +201,7 @@ def machine_info() -> dict[str, Any]:
         "postgresql": server_version,
         "postgresql_synchronous_commit": synchronous_commit,
         "postgresql_shared_buffers": shared_buffers,
+        "postgresql_autovacuum": autovacuum,
         "python": platform.python_version(),
         "django": django.get_version(),
         "psycopg": psycopg.__version__,

@@ -225,7 +225,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"machine: {machine.get('cpu_count')} CPUs ({machine.get('cpu_model')}), "
             f"load {machine.get('load_average_1m')}, PostgreSQL {machine.get('postgresql')} "
-            f"(synchronous_commit={machine.get('postgresql_synchronous_commit')}), "
+            f"(synchronous_commit={machine.get('postgresql_synchronous_commit')}, "
+            f"autovacuum={machine.get('postgresql_autovacuum')}), "
             f"Python {machine.get('python')}, Django {machine.get('django')}, "
             f"psycopg {machine.get('psycopg')} ({machine.get('psycopg_impl')})"
         )
