@@ -30,7 +30,7 @@ _NUMBERS: dict[str, tuple[tuple[type, ...], float, bool]] = {
     "JOB_TIMEOUT": ((int, float, timedelta, type(None)), 0, False),
 }
 _STRINGS = ("DATABASE", "DEFAULT_QUEUE")
-_BOOLEANS = ("LISTEN",)
+_BOOLEANS = ("LISTEN", "PREPARED_STATEMENTS")
 
 
 def _as_number(value: Any) -> float:

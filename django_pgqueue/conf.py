@@ -39,6 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_INTERVAL": 60.0,
     # Worker: wake up on LISTEN/NOTIFY (False for PgBouncer in transaction mode).
     "LISTEN": True,
+    # Worker: prepare its statements on the server (False behind PgBouncer < 1.21 in
+    # transaction mode, or without max_prepared_statements).
+    "PREPARED_STATEMENTS": True,
     # Worker: seconds between polls when nothing wakes it.
     "POLL_INTERVAL": 2.0,
     # Worker: jobs claimed ahead per process in one statement.
@@ -121,6 +124,10 @@ class Settings:
     @property
     def LISTEN(self) -> bool:
         return bool(self.get("LISTEN"))
+
+    @property
+    def PREPARED_STATEMENTS(self) -> bool:
+        return bool(self.get("PREPARED_STATEMENTS"))
 
     @property
     def POLL_INTERVAL(self) -> float:

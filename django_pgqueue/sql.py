@@ -221,38 +221,39 @@ WITH stale AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), fresh AS MATERIALIZED ({fresh}
 ), picked AS (
-    SELECT id, true AS lost FROM stale
+    SELECT id FROM stale
     UNION ALL
-    (SELECT id, false FROM fresh WHERE concurrency_key IS NULL)
+    (SELECT id FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) id, false FROM fresh WHERE concurrency_key IS NOT NULL
+    (SELECT DISTINCT ON (concurrency_key) id FROM fresh WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
-), claimed AS (
-    SELECT p.id, p.lost, (p.lost AND j.attempts >= j.max_attempts) AS exhausted
-    FROM picked p JOIN pgqueue_job j ON j.id = p.id
 )
 UPDATE pgqueue_job j SET
-    status = CASE WHEN c.exhausted THEN 'dead' ELSE 'running' END,
-    attempts = CASE WHEN c.exhausted THEN j.attempts ELSE j.attempts + 1 END,
-    locked_at = CASE WHEN c.exhausted THEN NULL ELSE now() END,
-    locked_by = CASE WHEN c.exhausted THEN j.locked_by ELSE %(worker)s END,
-    started_at = CASE WHEN c.exhausted THEN j.started_at ELSE now() END,
-    finished_at = CASE WHEN c.exhausted THEN now() ELSE NULL END,
-    last_error = CASE WHEN c.lost THEN
+    status = CASE WHEN j.status = 'running' AND j.attempts >= j.max_attempts THEN 'dead'
+             ELSE 'running' END,
+    attempts = CASE WHEN j.status = 'running' AND j.attempts >= j.max_attempts THEN j.attempts
+               ELSE j.attempts + 1 END,
+    locked_at = CASE WHEN j.status = 'running' AND j.attempts >= j.max_attempts THEN NULL
+                ELSE now() END,
+    locked_by = CASE WHEN j.status = 'running' AND j.attempts >= j.max_attempts THEN j.locked_by
+                ELSE %(worker)s END,
+    started_at = CASE WHEN j.status = 'running' AND j.attempts >= j.max_attempts THEN j.started_at
+                 ELSE now() END,
+    finished_at = CASE WHEN j.status = 'running' AND j.attempts >= j.max_attempts THEN now()
+                  ELSE NULL END,
+    last_error = CASE WHEN j.status = 'running' THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts || ' (lock taken at ' || j.locked_at || ')'
         ELSE j.last_error END,
-    errors = CASE WHEN c.lost THEN j.errors || jsonb_build_array(jsonb_build_object(
+    errors = CASE WHEN j.status = 'running' THEN j.errors || jsonb_build_array(jsonb_build_object(
         'attempt', j.attempts, 'worker_id', j.locked_by,
         'exception_class', 'django_pgqueue.exceptions.WorkerLost',
         'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
-FROM claimed c
-WHERE j.id = c.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {returning}
 """
-
 CLAIM_ALL_QUEUES = _CLAIM.format(
     stale_queue_filter="",
     fresh=_CLAIM_FRESH_ALL_QUEUES,
@@ -308,9 +309,15 @@ UPDATE {TABLE} j SET
     last_error = coalesce(d.error, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
              ELSE j.errors || jsonb_build_array(d.error_entry) END
-FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[],
-            %s::jsonb[], %s::text[], %s::jsonb[])
-     AS d(id, status, run_after, started_at, finished_at, result, error, error_entry)
+FROM (
+    -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
+    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
+    -- element by element in Python.
+    SELECT (r->>0)::bigint AS id, r->>1 AS status, (r->>2)::timestamptz AS run_after,
+           (r->>3)::timestamptz AS started_at, (r->>4)::timestamptz AS finished_at,
+           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
+    FROM jsonb_array_elements(%s::jsonb) AS t(r)
+) d
 WHERE j.id = d.id AND j.status = 'running' AND j.locked_by = %s
 RETURNING j.id
 """
@@ -374,26 +381,30 @@ def heartbeat(cursor: Cursor, worker_id: str, job_ids: Sequence[int]) -> set[int
     return {row[0] for row in cursor.fetchall()}
 
 
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
 def finish(cursor: Cursor, worker_id: str, finishes: Sequence[Finish]) -> set[int]:
     """Record the end of many attempts in one statement; returns the ids written.
 
     A job missing from the result was no longer this worker's (its lock expired and another
     worker reclaimed it): its outcome is dropped, not written over the new owner's.
     """
-    cursor.execute(
-        FINISH,
+    rows = [
         [
-            [f.job_id for f in finishes],
-            [f.status for f in finishes],
-            [f.run_after for f in finishes],
-            [f.started_at for f in finishes],
-            [f.finished_at for f in finishes],
-            [f.result_json for f in finishes],
-            [f.error for f in finishes],
-            [f.error_entry_json for f in finishes],
-            worker_id,
-        ],
-    )
+            f.job_id,
+            f.status,
+            _iso(f.run_after),
+            _iso(f.started_at),
+            _iso(f.finished_at),
+            f.result_json,
+            f.error,
+            f.error_entry_json,
+        ]
+        for f in finishes
+    ]
+    cursor.execute(FINISH, [dumps(rows), worker_id])
     return {row[0] for row in cursor.fetchall()}
 
 

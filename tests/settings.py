@@ -83,6 +83,8 @@ for _name, _cast in {
         globals()[f"PGQUEUE_{_name}"] = _cast(os.environ[f"PGQUEUE_{_name}"])
 if "PGQUEUE_LISTEN" in os.environ:
     PGQUEUE_LISTEN = os.environ["PGQUEUE_LISTEN"] == "1"
+if "PGQUEUE_PREPARED_STATEMENTS" in os.environ:
+    PGQUEUE_PREPARED_STATEMENTS = os.environ["PGQUEUE_PREPARED_STATEMENTS"] == "1"
 
 LOGGING = {
     "version": 1,

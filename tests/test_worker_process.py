@@ -234,9 +234,12 @@ def test_max_jobs_exits_after_that_many_jobs():
     assert statuses() == Counter({"completed": 5, "pending": 15})
 
 
-def test_poll_only_mode_still_picks_up_jobs(tmp_path):
+def test_pgbouncer_mode_polls_without_listen_or_prepared_statements(tmp_path):
     out = tmp_path / "out"
-    proc = start_worker(env=worker_env(PGQUEUE_LISTEN="0", PGQUEUE_POLL_INTERVAL="0.2"))
+    env = worker_env(
+        PGQUEUE_LISTEN="0", PGQUEUE_PREPARED_STATEMENTS="0", PGQUEUE_POLL_INTERVAL="0.2"
+    )
+    proc = start_worker(env=env)
     try:
         wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).exists())
         jobs.record.enqueue(str(out), "polled")
