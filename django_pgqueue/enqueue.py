@@ -242,14 +242,16 @@ def enqueue(options: JobOptions, args_json: str, kwargs_json: str) -> Job:
 def enqueue_many(options: JobOptions, payloads: Sequence[tuple[str, str]]) -> list[int]:
     """Bulk-enqueue one job per ``(args_json, kwargs_json)``; returns ids in input order.
 
-    Without a unique key: COPY, one statement per ``BULK_BATCH_SIZE`` jobs. With one: INSERT ...
-    ON CONFLICT, and every job after the first gets the id of the job holding the key.
+    Without a unique key: COPY, one statement per ``BULK_BATCH_SIZE`` jobs. With one, every job
+    shares the key, so at most one is active: the first is enqueued (or the active holder of
+    the key found) and every item gets that job's id.
     """
     if not payloads:
         return []
     if options.unique_key is None:
         return _copy_many(options, payloads)
-    return _insert_many(options, [options.insert_row(a, k) for a, k in payloads])
+    holder = enqueue(options, *payloads[0])
+    return [holder.pk] * len(payloads)
 
 
 def _copy_many(options: JobOptions, payloads: Sequence[tuple[str, str]]) -> list[int]:
@@ -273,26 +275,6 @@ def _copy_many(options: JobOptions, payloads: Sequence[tuple[str, str]]) -> list
                 max_attempts,
                 concurrency_key,
             )
-    return ids
-
-
-def _insert_many(options: JobOptions, rows: Sequence[sql.InsertRow]) -> list[int]:
-    db = settings.DATABASE
-    ids: list[int] = []
-    with connections[db].cursor() as cursor:
-        for start in range(0, len(rows), BULK_BATCH_SIZE):
-            batch = rows[start : start + BULK_BATCH_SIZE]
-            returned = sql.insert_many(cursor, batch)
-            keyless = iter(r[0] for r in returned if r[1] is None)
-            by_key = {r[1]: r[0] for r in returned if r[1] is not None}
-            missing = [r[7] for r in batch if r[7] is not None and r[7] not in by_key]
-            if missing:
-                queue = batch[0][0]
-                for found in sql.select_active_by_unique_key(cursor, queue, missing):
-                    by_key[found[sql.JOB_COLUMNS.index("unique_key")]] = found[0]
-            for row in batch:
-                key = row[7]
-                ids.append(next(keyless) if key is None else by_key[key])
     return ids
 
 

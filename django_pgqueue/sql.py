@@ -77,15 +77,6 @@ VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s)
 RETURNING id, run_after, created_at
 """
 
-INSERT_MANY = f"""
-INSERT INTO {TABLE} ({_INSERT_COLUMNS})
-SELECT q, n, a, k, p, coalesce(r, now()), m, u, c
-FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::jsonb[], %s::smallint[],
-            %s::timestamptz[], %s::int[], %s::text[], %s::text[]) AS t(q, n, a, k, p, r, m, u, c)
-{_ON_CONFLICT}
-RETURNING id, unique_key, run_after, created_at
-"""
-
 RESERVE_IDS = "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)"
 
 COPY_MANY = f"""
@@ -93,15 +84,10 @@ COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, 
 FROM STDIN
 """
 
-SELECT_ACTIVE_BY_UNIQUE_KEY = f"""
-SELECT {", ".join(JOB_COLUMNS)} FROM {TABLE}
-WHERE queue = %s AND unique_key = ANY(%s) AND status IN ('pending', 'running')
-"""
-
 NOTIFY = "SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q"
 
 
-# Row layout for ``insert_many``: one tuple per job, in ``_INSERT_COLUMNS`` order with
+# Row layout for ``insert_one``: one tuple per job, in ``_INSERT_COLUMNS`` order with
 # args/kwargs already JSON text and run_after None for "now".
 InsertRow = tuple[str, str, str, str, int, datetime | None, int, str | None, str | None]
 
@@ -111,17 +97,6 @@ def insert_one(cursor: Cursor, row: InsertRow) -> tuple[int, datetime, datetime]
     cursor.execute(INSERT_ONE, row)
     found = cursor.fetchone()
     return None if found is None else (found[0], found[1], found[2])
-
-
-def insert_many(cursor: Cursor, rows: Sequence[InsertRow]) -> list[tuple[Any, ...]]:
-    """Insert jobs in one statement; returns (id, unique_key, run_after, created_at) per row.
-
-    Rows without a unique key come back in input order (PostgreSQL inserts ``unnest`` rows in
-    order, as Django's own ``bulk_create`` relies on); rows skipped as duplicates are absent.
-    """
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 9
-    cursor.execute(INSERT_MANY, [list(col) for col in columns])
-    return list(cursor.fetchall())
 
 
 def copy_many(
@@ -158,11 +133,6 @@ def copy_many(
                 )
             )
     return ids
-
-
-def select_active_by_unique_key(cursor: Cursor, queue: str, keys: Sequence[str]) -> list[Any]:
-    cursor.execute(SELECT_ACTIVE_BY_UNIQUE_KEY, [queue, list(keys)])
-    return list(cursor.fetchall())
 
 
 def notify(cursor: Cursor, queues: Sequence[str]) -> None:
