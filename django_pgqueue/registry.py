@@ -86,7 +86,3 @@ def retry_delay_of(job: Job) -> float:
 
 def names() -> list[str]:
     return sorted(_registry)
-
-
-def unregister(name: str) -> None:
-    _registry.pop(name, None)

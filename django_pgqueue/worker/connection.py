@@ -74,10 +74,6 @@ class QueueConnection:
         with psycopg.Cursor(self.raw) as cursor:
             yield cursor
 
-    def execute(self, query: str, params: Any = None) -> None:
-        with self.cursor() as cursor:
-            cursor.execute(query, params)
-
     def close(self) -> None:
         wrapper, self._wrapper = self._wrapper, None
         if wrapper is not None:
