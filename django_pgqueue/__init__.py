@@ -6,8 +6,9 @@ any module, at any time.
 
 from __future__ import annotations
 
-from django_pgqueue.definitions import JobFunction, job
+from django_pgqueue.decorators import JobFunction, job
 from django_pgqueue.exceptions import InvalidJobArguments, PgQueueError, UnknownJob
+from django_pgqueue.spec import JobSpec
 from django_pgqueue.states import JobStatus
 
 __version__ = "0.1.0"
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "InvalidJobArguments",
     "JobFunction",
+    "JobSpec",
     "JobStatus",
     "PgQueueError",
     "UnknownJob",

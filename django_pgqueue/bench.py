@@ -747,20 +747,6 @@ def insert_history(queue: str, rows: int) -> None:
     _vacuum_analyze()
 
 
-@dataclass(slots=True)
-class _Completed:
-    """A ``sql.Finish`` for a no-op job that completed."""
-
-    job_id: int
-    started_at: datetime
-    finished_at: datetime
-    status: str = "completed"
-    run_after: datetime | None = None
-    result_json: str | None = "null"
-    error: str | None = None
-    error_entry_json: str | None = None
-
-
 @dataclass(frozen=True)
 class ClaimRun:
     jobs: int
@@ -784,24 +770,42 @@ def claim_throughput(queue: str, worker_id: str, batch_size: int) -> ClaimRun:
     Measures wall time, and the CPU time of this process and of its database backend: on a
     machine shared with other work, the CPU time per job is the figure that stays put.
     """
+    from django_pgqueue import operations
+    from django_pgqueue.worker.connection import QueueConnection
+
     done = 0
-    with _cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
+    # The worker's own connection and the exact operations its loop calls.
+    connection = QueueConnection(settings.DATABASE, f"pgqueue bench {worker_id}")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend_pid = int(cursor.fetchone()[0])  # type: ignore[index]
         backend = BackendCPU("")
-        backend_pid = int(cursor.fetchone()[0])
         server_before = backend.read(backend_pid) if backend.available else None
         client_before = time.process_time()
         started = time.perf_counter()
         while True:
-            rows = sql.claim(cursor, worker_id, [queue], batch_size, settings.VISIBILITY_TIMEOUT)
-            if not rows:
+            jobs, _ = operations.claim_counted(
+                connection, worker_id, [queue], batch_size, settings.VISIBILITY_TIMEOUT
+            )
+            if not jobs:
                 break
             now = datetime.now(UTC)
-            sql.finish(cursor, worker_id, [_Completed(row[0], now, now) for row in rows])
-            done += len(rows)
+            operations.finish(
+                connection,
+                worker_id,
+                [
+                    operations.Outcome(job.pk, "completed", now, now, result_json="null")
+                    for job in jobs
+                ],
+                delete_completed=False,
+            )
+            done += len(jobs)
         seconds = time.perf_counter() - started
         client = time.process_time() - client_before
         server_after = backend.read(backend_pid) if server_before is not None else None
+    finally:
+        connection.close()
     if done == 0:
         raise BenchError("Nothing to claim")
     cpu = None

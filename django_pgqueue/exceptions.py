@@ -25,3 +25,11 @@ class WorkerLost(PgQueueError):
 
 class JobTimeout(PgQueueError):
     """Recorded on a job that ran longer than its ``timeout``; its thread was abandoned."""
+
+
+class ResultNotStorable(PgQueueError, TypeError):
+    """A job returned a value that cannot be stored as its JSON result (the job is not retried)."""
+
+
+class ExecutorDied(PgQueueError):
+    """Recorded on a job whose executor thread died under it (the thread was replaced)."""

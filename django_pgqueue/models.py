@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from django_pgqueue.managers import JobManager, JobQuerySet
-from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN, JobStatus
+from django_pgqueue.states import ACTIVE, FINISHED, PRIORITY_MAX, PRIORITY_MIN, JobStatus
 
 
 class Job(models.Model):
@@ -24,7 +24,10 @@ class Job(models.Model):
     args = models.JSONField(default=list, db_default=models.Value([], models.JSONField()))
     kwargs = models.JSONField(default=dict, db_default=models.Value({}, models.JSONField()))
     status = models.CharField(
-        max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING, db_default="pending"
+        max_length=16,
+        choices=JobStatus.choices,
+        default=JobStatus.PENDING,
+        db_default=JobStatus.PENDING.value,
     )
     priority = models.SmallIntegerField(
         default=0, db_default=0, help_text="From -100 to 100; higher runs first."
@@ -65,7 +68,7 @@ class Job(models.Model):
                 "run_after",
                 "id",
                 name="pgqueue_job_claim",
-                condition=Q(status="pending"),
+                condition=Q(status=JobStatus.PENDING),
             ),
             # The claim, named queues: one index range per queue.
             models.Index(
@@ -74,21 +77,23 @@ class Job(models.Model):
                 "run_after",
                 "id",
                 name="pgqueue_job_claim_queue",
-                condition=Q(status="pending"),
+                condition=Q(status=JobStatus.PENDING),
             ),
             # Stale-lock recovery and heartbeats: only running rows.
             models.Index(
-                fields=["locked_at"], name="pgqueue_job_stale", condition=Q(status="running")
+                fields=["locked_at"],
+                name="pgqueue_job_stale",
+                condition=Q(status=JobStatus.RUNNING),
             ),
             # Retention pruning, dashboard history and the admin's finished filter.
             models.Index(
                 fields=["finished_at"],
                 name="pgqueue_job_finished",
-                condition=Q(status__in=["completed", "dead", "cancelled"]),
+                condition=Q(status__in=list(FINISHED)),
             ),
             # The admin's "dead jobs" view and bulk retry stay fast on big tables.
             models.Index(
-                fields=["queue", "id"], name="pgqueue_job_dead", condition=Q(status="dead")
+                fields=["queue", "id"], name="pgqueue_job_dead", condition=Q(status=JobStatus.DEAD)
             ),
         ]
         constraints = [
@@ -96,12 +101,12 @@ class Job(models.Model):
                 "queue",
                 "unique_key",
                 name="pgqueue_job_unique_active",
-                condition=Q(unique_key__isnull=False, status__in=["pending", "running"]),
+                condition=Q(unique_key__isnull=False, status__in=list(ACTIVE)),
             ),
             models.UniqueConstraint(
                 "concurrency_key",
                 name="pgqueue_job_one_running_per_key",
-                condition=Q(concurrency_key__isnull=False, status="running"),
+                condition=Q(concurrency_key__isnull=False, status=JobStatus.RUNNING),
             ),
             models.CheckConstraint(
                 condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),

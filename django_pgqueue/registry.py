@@ -6,25 +6,32 @@ module registered fails that job (with retries, for rolling deploys) and nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django_pgqueue.exceptions import DuplicateJobName, UnknownJob
+from django_pgqueue.spec import JobSpec
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
 
 class Runnable(Protocol):
-    """What the worker needs of a registered job."""
+    """What the worker needs of a registered job: ``@job``'s handle, or a task's entry."""
 
     @property
     def name(self) -> str: ...
 
+    @property
+    def spec(self) -> JobSpec:
+        """Its settings: retries, timeout, defaults for enqueue."""
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        """The function itself (re-registering the same one, on a re-import, is allowed)."""
+
     def run(self, job: Job) -> Any:
         """Run one attempt of ``job``; the return value is stored as the job's JSON result."""
-
-    def retry_delay(self, attempt: int) -> float:
-        """Seconds to wait before the attempt after failed attempt number ``attempt``."""
 
 
 _registry: dict[str, Runnable] = {}
@@ -34,22 +41,20 @@ def register(runnable: Runnable) -> None:
     existing = _registry.get(runnable.name)
     if existing is not None and not _same(existing, runnable):
         raise DuplicateJobName(
-            f"Job name {runnable.name!r} is already registered by {existing!r}; "
+            f"Job name {runnable.name!r} is already registered by "
+            f"{'.'.join(_origin(existing))}; "
             "pass name='...' to @job to register another function under a different name."
         )
     _registry[runnable.name] = runnable
 
 
-def _origin(runnable: Runnable) -> tuple[str, str] | None:
-    func = getattr(runnable, "func", None)
-    if func is None:
-        return None
-    return (func.__module__, func.__qualname__)
+def _origin(runnable: Runnable) -> tuple[str, str]:
+    return (runnable.func.__module__, runnable.func.__qualname__)
 
 
 def _same(a: Runnable, b: Runnable) -> bool:
     # Re-importing a module (autoreload, tests) registers the same function again: allowed.
-    return a is b or (_origin(a) is not None and _origin(a) == _origin(b))
+    return a is b or _origin(a) == _origin(b)
 
 
 def get(name: str) -> Runnable:
@@ -63,25 +68,15 @@ def get(name: str) -> Runnable:
         ) from None
 
 
-def timeout_of(name: str) -> float | None:
-    """Seconds a job of this name may run before it counts as hung (None: no limit)."""
-    from django_pgqueue.conf import settings
+def spec_for(name: str) -> JobSpec:
+    """The spec of the job registered as ``name``; the defaults for a name none registered
+    (its attempt fails as :class:`UnknownJob` and is retried like any other)."""
+    runnable = _registry.get(name)
+    return runnable.spec if runnable is not None else _UNREGISTERED
 
-    timeout = getattr(_registry.get(name), "timeout", None)
-    return timeout if timeout is not None else settings.JOB_TIMEOUT
 
-
-def retry_delay_of(job: Job) -> float:
-    """The backoff before the next attempt of ``job``; the default schedule for unknown names."""
-    from django_pgqueue.conf import settings
-    from django_pgqueue.enqueue import retry_delay
-
-    runnable = _registry.get(job.name)
-    if runnable is not None:
-        return runnable.retry_delay(job.attempts)
-    return retry_delay(
-        job.attempts, settings.BACKOFF_BASE, settings.BACKOFF_MAX, settings.BACKOFF_JITTER
-    )
+# Settings-only defaults (a name read from the table may be anything: it is never validated).
+_UNREGISTERED = JobSpec(name="unregistered")
 
 
 def names() -> list[str]:

@@ -1,6 +1,12 @@
-"""Job states and priority bounds (importable before the app registry is ready)."""
+"""Job states, their named sets and priority bounds (importable before the app registry).
+
+Every module, the SQL included, names states through this module: ``JobStatus.RUNNING`` in
+Python, ``sql_list(ACTIVE)`` inside a statement. See ``docs/lifecycle.md`` for the transitions.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from django.db import models
 
@@ -9,7 +15,7 @@ PRIORITY_MAX = 100
 
 
 class JobStatus(models.TextChoices):
-    """A job's state. See ``docs/lifecycle.md`` for the transitions."""
+    """A job's state."""
 
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
@@ -18,5 +24,24 @@ class JobStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-ACTIVE_STATUSES = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
-FINISHED_STATUSES = (JobStatus.COMPLETED.value, JobStatus.DEAD.value, JobStatus.CANCELLED.value)
+#: Jobs that still hold their unique key: waiting or being run.
+ACTIVE: tuple[str, ...] = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
+#: Jobs that ended; they carry ``finished_at`` and are pruned after their retention.
+FINISHED: tuple[str, ...] = (
+    JobStatus.COMPLETED.value,
+    JobStatus.DEAD.value,
+    JobStatus.CANCELLED.value,
+)
+#: Finished jobs pruned after ``PGQUEUE_RETENTION`` (dead ones have their own retention).
+PRUNED_AFTER_RETENTION: tuple[str, ...] = (JobStatus.COMPLETED.value, JobStatus.CANCELLED.value)
+#: Finished jobs a manual retry applies to (pending jobs that failed at least once, too).
+RETRYABLE: tuple[str, ...] = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
+
+# Kept for code written against 0.1.
+ACTIVE_STATUSES = ACTIVE
+FINISHED_STATUSES = FINISHED
+
+
+def sql_list(statuses: Iterable[str]) -> str:
+    """``'a', 'b'`` for ``status IN (...)`` in a SQL constant (the values are our own names)."""
+    return ", ".join(f"'{JobStatus(s).value}'" for s in statuses)

@@ -53,7 +53,7 @@ def test_using_overrides_options_without_changing_the_original():
     row = Job.objects.get()
     assert (row.queue, row.priority, row.max_attempts, row.run_after) == ("bulk", -5, 2, when)
     assert row.kwargs == {"user_id": 7}
-    assert jobs.send_welcome.options.queue == "emails"
+    assert jobs.send_welcome.spec.queue == "emails"
 
 
 def test_run_after_timedelta_is_from_now():
@@ -132,7 +132,7 @@ def test_arguments_that_do_not_fit_the_signature_fail_at_enqueue():
 def test_bad_options_fail_clearly():
     with pytest.raises(ValueError, match="priority must be between -100 and 100"):
         jobs.add.using(priority=101)
-    with pytest.raises(ValueError, match="max_attempts must be an int >= 1"):
+    with pytest.raises(ValueError, match="max_attempts must be between 1 and 1,000,000"):
         jobs.add.using(max_attempts=0)
     with pytest.raises(TypeError, match="run_after must be a datetime or a timedelta"):
         jobs.add.using(run_after=5)  # type: ignore[arg-type]

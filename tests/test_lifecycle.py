@@ -9,8 +9,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_pgqueue import signals
-from django_pgqueue.enqueue import retry_delay
 from django_pgqueue.models import Job
+from django_pgqueue.retries import RetryStrategy
 from django_pgqueue.worker import Worker
 from tests.testapp import jobs
 
@@ -71,11 +71,11 @@ def test_a_failure_waits_for_its_backoff_with_jitter():
 
 def test_backoff_schedule_doubles_with_bounded_jitter_and_a_cap():
     for attempt, base_delay in [(1, 10), (2, 20), (3, 40), (4, 80)]:
-        delays = [retry_delay(attempt, 10, 3600, 0.3) for _ in range(200)]
+        delays = [RetryStrategy(10, 3600, 0.3).delay(attempt) for _ in range(200)]
         assert all(base_delay <= d <= base_delay * 1.3 for d in delays)
         assert max(delays) > base_delay * 1.05, "no jitter"
-    assert retry_delay(20, 10, 3600, 0.3) == 3600
-    assert retry_delay(3, 10, 3600, 0) == 40
+    assert RetryStrategy(10, 3600, 0.3).delay(20) == 3600
+    assert RetryStrategy(10, 3600, 0).delay(3) == 40
 
 
 def test_an_unknown_job_name_fails_that_job_not_the_worker():
@@ -90,11 +90,12 @@ def test_an_unknown_job_name_fails_that_job_not_the_worker():
 
 
 def test_a_non_json_return_value_fails_the_job():
-    created = jobs.returns_set.using(max_attempts=1).enqueue()
+    created = jobs.returns_set.using(max_attempts=3).enqueue()
     drain()
     row = Job.objects.get(pk=created.pk)
     assert row.status == "dead"
-    assert "returned a non-JSON value" in row.last_error
+    assert "ResultNotStorable" in row.last_error
+    assert "its return value cannot be stored" in row.last_error
 
 
 def test_signals_report_start_and_outcome():

@@ -6,21 +6,24 @@ import django.db.models.functions.datetime
 import django.utils.timezone
 from django.db import migrations, models
 
+from django_pgqueue.sql import NOTIFY_CHANNEL, TABLE
+from django_pgqueue.states import ACTIVE, FINISHED, JobStatus
+
 # One NOTIFY per committed transaction and queue (PostgreSQL folds duplicates within a
 # transaction): the statement-level trigger sees every row an INSERT added.
-NOTIFY_TRIGGER = """
+NOTIFY_TRIGGER = f"""
 CREATE FUNCTION pgqueue_notify_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('pgqueue', q.queue) FROM (SELECT DISTINCT queue FROM inserted) q;
+    PERFORM pg_notify('{NOTIFY_CHANNEL}', q.queue) FROM (SELECT DISTINCT queue FROM inserted) q;
     RETURN NULL;
 END;
 $$;
 CREATE TRIGGER pgqueue_job_notify_insert
-    AFTER INSERT ON pgqueue_job REFERENCING NEW TABLE AS inserted
+    AFTER INSERT ON {TABLE} REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_notify_insert();
 """
-DROP_NOTIFY_TRIGGER = """
-DROP TRIGGER IF EXISTS pgqueue_job_notify_insert ON pgqueue_job;
+DROP_NOTIFY_TRIGGER = f"""
+DROP TRIGGER IF EXISTS pgqueue_job_notify_insert ON {TABLE};
 DROP FUNCTION IF EXISTS pgqueue_notify_insert();
 """
 
@@ -80,14 +83,14 @@ class Migration(migrations.Migration):
                     "status",
                     models.CharField(
                         choices=[
-                            ("pending", "Pending"),
-                            ("running", "Running"),
-                            ("completed", "Completed"),
-                            ("dead", "Dead"),
-                            ("cancelled", "Cancelled"),
+                            (JobStatus.PENDING.value, "Pending"),
+                            (JobStatus.RUNNING.value, "Running"),
+                            (JobStatus.COMPLETED.value, "Completed"),
+                            (JobStatus.DEAD.value, "Dead"),
+                            (JobStatus.CANCELLED.value, "Cancelled"),
                         ],
-                        db_default="pending",
-                        default="pending",
+                        db_default=JobStatus.PENDING.value,
+                        default=JobStatus.PENDING.value,
                         max_length=16,
                     ),
                 ),
@@ -158,7 +161,7 @@ class Migration(migrations.Migration):
                         models.OrderBy(models.F("priority"), descending=True),
                         models.F("run_after"),
                         models.F("id"),
-                        condition=models.Q(("status", "pending")),
+                        condition=models.Q(("status", JobStatus.PENDING.value)),
                         name="pgqueue_job_claim",
                     ),
                     models.Index(
@@ -166,21 +169,21 @@ class Migration(migrations.Migration):
                         models.OrderBy(models.F("priority"), descending=True),
                         models.F("run_after"),
                         models.F("id"),
-                        condition=models.Q(("status", "pending")),
+                        condition=models.Q(("status", JobStatus.PENDING.value)),
                         name="pgqueue_job_claim_queue",
                     ),
                     models.Index(
-                        condition=models.Q(("status", "running")),
+                        condition=models.Q(("status", JobStatus.RUNNING.value)),
                         fields=["locked_at"],
                         name="pgqueue_job_stale",
                     ),
                     models.Index(
-                        condition=models.Q(("status__in", ["completed", "dead", "cancelled"])),
+                        condition=models.Q(("status__in", list(FINISHED))),
                         fields=["finished_at"],
                         name="pgqueue_job_finished",
                     ),
                     models.Index(
-                        condition=models.Q(("status", "dead")),
+                        condition=models.Q(("status", JobStatus.DEAD.value)),
                         fields=["queue", "id"],
                         name="pgqueue_job_dead",
                     ),
@@ -190,14 +193,14 @@ class Migration(migrations.Migration):
                         models.F("queue"),
                         models.F("unique_key"),
                         condition=models.Q(
-                            ("status__in", ["pending", "running"]), ("unique_key__isnull", False)
+                            ("status__in", list(ACTIVE)), ("unique_key__isnull", False)
                         ),
                         name="pgqueue_job_unique_active",
                     ),
                     models.UniqueConstraint(
                         models.F("concurrency_key"),
                         condition=models.Q(
-                            ("concurrency_key__isnull", False), ("status", "running")
+                            ("concurrency_key__isnull", False), ("status", JobStatus.RUNNING.value)
                         ),
                         name="pgqueue_job_one_running_per_key",
                     ),
@@ -206,9 +209,7 @@ class Migration(migrations.Migration):
                         name="pgqueue_job_priority_range",
                     ),
                     models.CheckConstraint(
-                        condition=models.Q(
-                            ("status__in", ["pending", "running", "completed", "dead", "cancelled"])
-                        ),
+                        condition=models.Q(("status__in", [s.value for s in JobStatus])),
                         name="pgqueue_job_status_valid",
                     ),
                     models.CheckConstraint(

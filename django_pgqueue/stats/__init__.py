@@ -268,10 +268,7 @@ def _known_queues(workers: Iterable[WorkerInfo]) -> set[str]:
     """Queues worth a row even when empty: the default, those of registered jobs and workers."""
     queues = {settings.DEFAULT_QUEUE}
     for name in registry.names():
-        options = getattr(registry.get(name), "options", None)
-        queue = getattr(options, "queue", None)
-        if isinstance(queue, str):
-            queues.add(queue)
+        queues.add(registry.spec_for(name).resolved_queue)
     for worker in workers:
         if worker.state == "running":
             queues.update(worker.queues)

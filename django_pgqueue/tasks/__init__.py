@@ -12,7 +12,8 @@ every installed app's ``tasks`` module, so a worker knows the same tasks as the 
 See ``docs/django-tasks.md``.
 
 Modules: ``base`` (the Task class, ``@task``, options), ``backend`` (enqueue, results, checks),
-``results`` (job row -> TaskResult), ``execution`` (the worker's side), ``discovery``.
+``results`` (job row -> TaskResult), ``runnable`` (the worker's side and the task's JobSpec),
+``discovery``. Imports run one way: backend -> base -> runnable -> results.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ except ImportError as exc:  # Django < 6.0
     ) from exc
 
 from django_pgqueue.tasks.backend import PgQueueBackend
-from django_pgqueue.tasks.base import OPTION_NAMES, PgQueueTask, task
+from django_pgqueue.tasks.base import PgQueueTask, task
 from django_pgqueue.tasks.discovery import autodiscover, uses_pgqueue_backend
 from django_pgqueue.tasks.results import STATUS_MAP
+from django_pgqueue.tasks.runnable import OPTION_NAMES
 
 __all__ = [
     "OPTION_NAMES",

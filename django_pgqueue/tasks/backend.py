@@ -16,15 +16,22 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultD
 from django.tasks.signals import task_enqueued
 from django.utils.json import normalize_json
 
-from django_pgqueue import enqueue as _enqueue
-from django_pgqueue import registry
+from django_pgqueue import operations, registry
+from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
-from django_pgqueue.enqueue import JobOptions
-from django_pgqueue.tasks.base import OPTION_NAMES, PgQueueTask, check_options
-from django_pgqueue.tasks.execution import TaskRunnable, register, send
+from django_pgqueue.rules import JOB_OPTIONS
+from django_pgqueue.spec import JobSpec
+from django_pgqueue.tasks.base import PgQueueTask
 from django_pgqueue.tasks.results import result_from_job, task_as_enqueued
+from django_pgqueue.tasks.runnable import (
+    OPTION_NAMES,
+    TaskRunnable,
+    register,
+    send,
+    set_backend_defaults,
+    task_spec,
+)
 
-_MAX_QUEUE_LENGTH = 100
 _MAX_ID = 2**63 - 1
 
 
@@ -42,10 +49,11 @@ class PgQueueBackend(BaseTaskBackend):
         super().__init__(alias, params)
         where = f"TASKS[{alias!r}]"
         for queue in self.queues:
-            if not (isinstance(queue, str) and 0 < len(queue) <= _MAX_QUEUE_LENGTH):
+            problem = JOB_OPTIONS["queue"].problem(queue)
+            if queue is None or problem:
                 raise InvalidTaskBackend(
-                    f"{where}['QUEUES'] holds {queue!r}: queue names are non-empty strings of "
-                    f"at most {_MAX_QUEUE_LENGTH} characters."
+                    f"{where}['QUEUES'] holds {queue!r}: queue names "
+                    f"{problem or 'must not be None'} ({JOB_OPTIONS['queue'].describe()})."
                 )
         if not isinstance(self.options, Mapping):
             raise InvalidTaskBackend(f"{where}['OPTIONS'] must be a dict.")
@@ -56,13 +64,14 @@ class PgQueueBackend(BaseTaskBackend):
                 f"{', '.join(OPTION_NAMES)}."
             )
         try:
-            check_options(*(self.options.get(name) for name in OPTION_NAMES))
-        except ValueError as exc:
+            JobSpec(name="options", **{name: self.options.get(name) for name in OPTION_NAMES})
+        except (TypeError, ValueError) as exc:
             raise InvalidTaskBackend(f"{where}['OPTIONS']: {exc}") from None
         self.max_attempts: int | None = self.options.get("max_attempts")
         self.backoff_base: float | timedelta | None = self.options.get("backoff_base")
         self.backoff_max: float | timedelta | None = self.options.get("backoff_max")
         self.timeout: float | timedelta | None = self.options.get("timeout")
+        set_backend_defaults(alias, self.options)
 
     # ----- validation ------------------------------------------------------------------------
 
@@ -72,16 +81,15 @@ class PgQueueBackend(BaseTaskBackend):
             super().validate_task(_WithoutRunAfter(task))
         else:
             super().validate_task(task)
-        queue = task.queue_name
-        if not (isinstance(queue, str) and 0 < len(queue) <= _MAX_QUEUE_LENGTH):
+        if task.queue_name is None or JOB_OPTIONS["queue"].problem(task.queue_name):
             raise InvalidTask(
-                f"queue_name must be a non-empty string of at most {_MAX_QUEUE_LENGTH} "
-                f"characters, got {queue!r}."
+                f"queue_name {JOB_OPTIONS['queue'].problem(task.queue_name) or 'is None'} "
+                f"({JOB_OPTIONS['queue'].describe()})."
             )
         if isinstance(task, PgQueueTask):
             try:
-                check_options(task.max_attempts, task.backoff_base, task.backoff_max, task.timeout)
-            except ValueError as exc:
+                task_spec(task)
+            except (TypeError, ValueError) as exc:
                 raise InvalidTask(f"Task {task.module_path!r}: {exc}") from None
 
     def check(self, **kwargs: Any) -> list[CheckMessage]:
@@ -112,14 +120,9 @@ class PgQueueBackend(BaseTaskBackend):
         ours = _pgqueue_task(task)
         register(ours)
         args_json, kwargs_json = _serialize(ours, args, kwargs)
-        options = JobOptions(
-            name=ours.module_path,
-            queue=ours.queue_name,
-            priority=int(ours.priority),
-            run_after=ours.run_after,
-            max_attempts=ours.max_attempts or self.max_attempts,
+        job = operations.insert(
+            operations.DjangoDatabase(settings.DATABASE), task_spec(ours), args_json, kwargs_json
         )
-        job = _enqueue.enqueue(options, args_json, kwargs_json)
         result = result_from_job(job, task, self.alias)
         send(task_enqueued, type(self), result)
         return result
@@ -195,7 +198,7 @@ def _normalized(value: Any) -> Any:
 def _serialize(
     task: PgQueueTask, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> tuple[str, str]:
-    return _enqueue.serialize_arguments(
+    return serialize_arguments(
         task.module_path,
         [_normalized(value) for value in args],
         {key: _normalized(value) for key, value in kwargs.items()},

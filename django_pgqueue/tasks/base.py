@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING, Any, overload
 from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, DEFAULT_TASK_QUEUE_NAME, Task, task_backends
 from django.tasks.base import DEFAULT_TASK_PRIORITY
 
-from django_pgqueue.tasks.execution import register
+from django_pgqueue.tasks.runnable import OPTION_NAMES, register
 
 if TYPE_CHECKING:
     _TaskBase = Task[..., Any]
 else:
     _TaskBase = Task
 
-#: Keys of a backend's ``OPTIONS``; each is also an option of ``@task`` (per task).
-OPTION_NAMES = ("max_attempts", "backoff_base", "backoff_max", "timeout")
+__all__ = ["OPTION_NAMES", "PgQueueTask", "task"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,28 +60,6 @@ class PgQueueTask(_TaskBase):
             "max_attempts": max_attempts,
         }
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-def check_options(max_attempts: Any, backoff_base: Any, backoff_max: Any, timeout: Any) -> None:
-    """Raise ValueError for an option value the worker could not use."""
-    if max_attempts is not None and (
-        not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
-    ):
-        raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-    for key, value in (("backoff_base", backoff_base), ("backoff_max", backoff_max)):
-        if value is not None and not _seconds_at_least(value, 0, inclusive=True):
-            raise ValueError(
-                f"{key} must be a number of seconds >= 0 or a timedelta, got {value!r}"
-            )
-    if timeout is not None and not _seconds_at_least(timeout, 0, inclusive=False):
-        raise ValueError(f"timeout must be a number of seconds > 0 or a timedelta, got {timeout!r}")
-
-
-def _seconds_at_least(value: Any, minimum: float, *, inclusive: bool) -> bool:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
-        return False
-    return seconds >= minimum if inclusive else seconds > minimum
 
 
 @overload

@@ -3,8 +3,8 @@
 The worker claims, heartbeats and writes outcomes on a connection of its own, separate from the
 Django connections job code uses: jobs may open transactions, fail them or close their
 connection without disturbing the queue. It is a plain psycopg connection configured exactly as
-Django configures its own (UTC, autocommit, jsonb loaded as text), so ``sql`` and
-``managers.jobs_from_rows`` read its rows the same way.
+Django configures its own (UTC, autocommit, jsonb loaded as text), so ``operations``
+reads its rows the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import psycopg
@@ -22,15 +22,13 @@ from django_pgqueue.conf import settings
 
 logger = logging.getLogger("django_pgqueue.worker")
 
-#: Errors that mean "the connection is gone": reconnect and carry on.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-)
-
 
 class QueueConnection:
-    """A lazily (re)opened autocommit connection to the queue database."""
+    """A lazily (re)opened autocommit connection to the queue database.
+
+    An :class:`operations.Database <django_pgqueue.operations.db.Database>`: every operation the
+    worker makes is one statement, so in autocommit each statement is its own transaction.
+    """
 
     def __init__(self, alias: str, application_name: str) -> None:
         self.alias = alias
@@ -73,6 +71,9 @@ class QueueConnection:
         # Server-side binding, not Django's ClientCursor: only those can be prepared.
         with psycopg.Cursor(self.raw) as cursor:
             yield cursor
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        return nullcontext()
 
     def close(self) -> None:
         wrapper, self._wrapper = self._wrapper, None

@@ -3,7 +3,10 @@
 Executors take claimed jobs from a queue, run them (each thread with its own Django
 connections) and report outcomes to the worker loop's event queue. A job that runs past its
 timeout is failed by the loop and its thread replaced: Python cannot kill a thread, so the hung
-one is abandoned and its late result dropped.
+one is abandoned and its late result dropped. An executor never dies of a job: everything a job
+raises is its failed attempt, an error in our own code around it fails that job, and a thread
+that dies anyway is noticed by the loop (:meth:`Executors.replace_dead`), its job failed and the
+thread replaced.
 """
 
 from __future__ import annotations
@@ -12,16 +15,18 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.utils import timezone
 
 from django_pgqueue import registry
-from django_pgqueue.exceptions import JobTimeout
-from django_pgqueue.worker.execution import Outcome, execute, failed, log_outcome
+from django_pgqueue.exceptions import ExecutorDied, JobTimeout
+from django_pgqueue.operations import Outcome
+from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.performer import decide, failed, log_outcome, perform
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -44,10 +49,29 @@ class _Running:
     job: Job
     started_at: datetime
     deadline: float | None  # monotonic time after which the job counts as hung
+    thread: threading.Thread = field(default_factory=threading.current_thread)
 
     @property
     def attempt(self) -> tuple[int, int]:
         return (self.job.pk, self.job.attempts)
+
+
+def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_id: str) -> Outcome:
+    """``failed(...)`` for errors outside the job body; if even that fails, a plain retry."""
+    try:
+        return failed(job, exc, started_at, worker_id, decide(job))
+    except Exception:
+        logger.exception("Job #%d: could not build its failure outcome", job.pk)
+        return Outcome(
+            job_id=job.pk,
+            status=JobStatus.PENDING,
+            started_at=started_at,
+            finished_at=None,
+            run_after=timezone.now() + timedelta(seconds=60),
+            error=f"{type(exc).__name__} (worker error while recording this failure)",
+            outcome="retried",
+            exception=exc,
+        )
 
 
 class Executors:
@@ -59,9 +83,10 @@ class Executors:
         self.lost: set[int] = set()
         self._work: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._running: dict[tuple[int, int], _Running] = {}  # (id, attempt) -> running
-        self._abandoned: set[tuple[int, int]] = set()  # attempts failed on their timeout
+        self._abandoned: set[tuple[int, int]] = set()  # attempts failed by the loop
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._started = 0
 
     def start(self) -> None:
         for _ in range(self.count):
@@ -106,24 +131,48 @@ class Executors:
         outcomes = []
         for running in overdue:
             job = running.job
-            exc = JobTimeout(
-                f"Job {job.name!r} #{job.pk} ran longer than its "
-                f"{registry.timeout_of(job.name):g}s timeout"
-            )
-            outcome = failed(
-                job, exc, running.started_at, self.worker_id, registry.retry_delay_of(job)
-            )
-            log_outcome(job, outcome)
-            outcomes.append(outcome)
+            timeout = registry.spec_for(job.name).resolved_timeout or 0
+            exc = JobTimeout(f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout")
+            outcomes.append(self._fail(running, exc))
             self._start_thread()
         return outcomes
 
+    def replace_dead(self) -> list[Outcome]:
+        """Fail the jobs of executor threads that died, and start threads in their place."""
+        with self._lock:
+            dead = [t for t in self._threads if not t.is_alive()]
+            for thread in dead:
+                self._threads.remove(thread)
+            orphans = [
+                r
+                for r in self._running.values()
+                if r.thread in dead and r.attempt not in self._abandoned
+            ]
+            self._abandoned.update(r.attempt for r in orphans)
+        outcomes = []
+        for running in orphans:
+            exc = ExecutorDied(
+                f"The executor thread running job {running.job.name!r} #{running.job.pk} died"
+            )
+            outcomes.append(self._fail(running, exc))
+        for thread in dead:
+            logger.error("Executor thread %s died; starting another", thread.name)
+            self._start_thread()
+        return outcomes
+
+    def _fail(self, running: _Running, exc: BaseException) -> Outcome:
+        outcome = failure_outcome(running.job, exc, running.started_at, self.worker_id)
+        log_outcome(running.job, outcome)
+        return outcome
+
     def _start_thread(self) -> None:
+        self._started += 1
         thread = threading.Thread(
-            target=self._run, name=f"pgqueue-executor-{len(self._threads)}", daemon=True
+            target=self._run, name=f"pgqueue-executor-{self._started}", daemon=True
         )
+        with self._lock:
+            self._threads.append(thread)
         thread.start()
-        self._threads.append(thread)
 
     def _run(self) -> None:
         while True:
@@ -134,21 +183,38 @@ class Executors:
             if job.pk in self.lost:
                 self.events.put(Dropped(job.pk))
                 continue
-            timeout = registry.timeout_of(job.name)
-            attempt = (job.pk, job.attempts)
+            if not self._run_one(job):
+                # Abandoned after a timeout: a new thread took this one's place.
+                with self._lock:
+                    self._threads.remove(threading.current_thread())
+                return
+
+    def _run_one(self, job: Job) -> bool:
+        """Run ``job`` and report its outcome; False when this thread must end."""
+        attempt = (job.pk, job.attempts)
+        started_at = timezone.now()
+        try:
+            timeout = registry.spec_for(job.name).resolved_timeout
             with self._lock:
                 self._running[attempt] = _Running(
-                    job, timezone.now(), time.monotonic() + timeout if timeout else None
+                    job, started_at, time.monotonic() + timeout if timeout else None
                 )
-            outcome = execute(job, self.worker_id)
-            with self._lock:
-                self._running.pop(attempt, None)
-                abandoned = attempt in self._abandoned
-                self._abandoned.discard(attempt)
-            if abandoned:
-                # Its timeout outcome is recorded and a new thread took this one's place.
-                logger.warning("Job #%d finished after its timeout; result dropped", job.pk)
-                connections.close_all()
-                return
+            outcome = perform(job, self.worker_id)
+        except BaseException as exc:
+            logger.exception("Worker error around job #%d", job.pk)
+            outcome = failure_outcome(job, exc, started_at, self.worker_id)
+        with self._lock:
+            self._running.pop(attempt, None)
+            abandoned = attempt in self._abandoned
+            self._abandoned.discard(attempt)
+        if abandoned:
+            # Its timeout outcome is recorded and a new thread took this one's place.
+            logger.warning("Job #%d finished after its timeout; result dropped", job.pk)
+            connections.close_all()
+            return False
+        try:
             log_outcome(job, outcome)
-            self.events.put(outcome)
+        except Exception:
+            logger.exception("Could not log the outcome of job #%d", job.pk)
+        self.events.put(outcome)
+        return True

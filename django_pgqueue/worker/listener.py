@@ -11,8 +11,9 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from django_pgqueue import sql
-from django_pgqueue.worker.connection import CONNECTION_ERRORS, Backoff, QueueConnection
+from django_pgqueue.operations import CONNECTION_ERRORS
+from django_pgqueue.sql import NOTIFY_CHANNEL
+from django_pgqueue.worker.connection import Backoff, QueueConnection
 
 logger = logging.getLogger("django_pgqueue.worker")
 
@@ -56,7 +57,7 @@ class Listener(threading.Thread):
 
     def _listen(self) -> None:
         conn = self.connection.raw
-        conn.execute(f"LISTEN {sql.NOTIFY_CHANNEL}")
+        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         self.listening.set()
         # Notifications may have been missed while (re)connecting: look once.
         self.wake()

@@ -2,9 +2,9 @@
 
 Threads of one worker process:
 
-* the **loop** (the caller's thread): claims batches, hands jobs to the executors, writes
-  outcomes in batches, heartbeats, prunes, and handles shutdown. All queue writes happen here,
-  on the worker's own connection.
+* the **loop** (the caller's thread), the scheduler: decides when to claim and how many, when
+  to flush outcomes, heartbeat and prune, and handles shutdown. Every queue statement is an
+  :mod:`django_pgqueue.operations` call on the worker's own connection, made from here.
 * ``threads`` **executors**: run one job at a time each, with their own Django connections.
 * the **listener** (unless ``PGQUEUE_LISTEN = False``): wakes the loop on NOTIFY.
 
@@ -27,15 +27,13 @@ from datetime import datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-import psycopg.errors
 from django.utils import timezone
 
-from django_pgqueue import sql
+from django_pgqueue import operations
 from django_pgqueue.conf import settings
-from django_pgqueue.managers import CLAIM_RACE_RETRIES, jobs_from_claim
-from django_pgqueue.worker.connection import CONNECTION_ERRORS, Backoff, QueueConnection
-from django_pgqueue.worker.execution import Outcome
+from django_pgqueue.operations import CONNECTION_ERRORS, DATABASE_ERRORS, Outcome
+from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.connection import Backoff, QueueConnection
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
 from django_pgqueue.worker.listener import Listener
 
@@ -49,7 +47,6 @@ logger = logging.getLogger("django_pgqueue.worker")
 BLOCKED_RECHECK = 0.2
 # How far ahead jobs are claimed: enough to keep the executors busy for about this long.
 PREFETCH_WINDOW = 0.2
-WORKER_ROW_RETENTION = 3600.0
 # Signals this close to the first are one request arriving twice (systemd and terminals signal
 # the whole process group, and the supervisor forwards the same signal).
 SIGNAL_DEDUPE_WINDOW = 1.0
@@ -211,6 +208,7 @@ class Worker:
                 next_claim = now
             if self._executors.has_deadlines:
                 self._outcomes += self._executors.fail_overdue()
+            self._outcomes += self._executors.replace_dead()
             if self._outcomes and flush_deadline is None:
                 flush_deadline = now + settings.FLUSH_INTERVAL
 
@@ -255,7 +253,7 @@ class Worker:
                     else:
                         next_claim = now
                 backoff.succeeded()
-            except psycopg.Error as exc:
+            except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
                 delay = backoff.failed()
                 if isinstance(exc, CONNECTION_ERRORS):
@@ -336,8 +334,7 @@ class Worker:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
         now = time.monotonic()
         poll = now + settings.POLL_INTERVAL
-        with self._connection.cursor() as cursor:
-            next_run = sql.next_run_after(cursor, self.queues)
+        next_run = operations.next_run_after(self._connection, self.queues)
         if next_run is None:
             return poll
         seconds = (next_run - timezone.now()).total_seconds()
@@ -347,37 +344,27 @@ class Worker:
         return min(poll, now + seconds)
 
     def _claim(self, limit: int) -> int:
-        rows: list[Any] = []
-        for attempt in range(CLAIM_RACE_RETRIES):
-            try:
-                with self._connection.cursor() as cursor:
-                    rows = sql.claim(
-                        cursor, self.worker_id, self.queues, limit, settings.VISIBILITY_TIMEOUT
-                    )
-                break
-            except psycopg.errors.UniqueViolation as exc:
-                if attempt == CLAIM_RACE_RETRIES - 1:
-                    logger.warning("Claim kept losing concurrency-key races: %s", exc)
-        jobs = jobs_from_claim(self.alias, rows, self.queues)
+        """Claim up to ``limit`` jobs and queue them for the executors; returns the rows taken
+        (jobs found dead in the claim count: the claim was not short of work)."""
+        jobs, taken = operations.claim_counted(
+            self._connection, self.worker_id, self.queues, limit, settings.VISIBILITY_TIMEOUT
+        )
         for job in jobs:
             self._claimed[job.pk] = job
             self._executors.submit(job)
         self.stats.claimed += len(jobs)
-        return len(rows)
+        return taken
 
     def _flush(self) -> float | None:
         """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
         outcomes, self._outcomes = self._outcomes, []
-        written: set[int] = set()
         try:
-            with self._connection.cursor() as cursor:
-                delete = settings.RETENTION <= 0
-                to_delete = [o.job_id for o in outcomes if delete and o.status == "completed"]
-                to_update = [o for o in outcomes if not (delete and o.status == "completed")]
-                if to_delete:
-                    written |= sql.delete_finished(cursor, self.worker_id, to_delete)
-                if to_update:
-                    written |= sql.finish(cursor, self.worker_id, to_update)
+            written = operations.finish(
+                self._connection,
+                self.worker_id,
+                outcomes,
+                delete_completed=settings.RETENTION <= 0,
+            )
         except BaseException:
             self._outcomes = outcomes + self._outcomes  # written later, never lost
             raise
@@ -393,7 +380,7 @@ class Worker:
                     outcome.outcome,
                 )
                 continue
-            if outcome.outcome == "completed":
+            if outcome.status == JobStatus.COMPLETED:
                 self.stats.completed += 1
             elif outcome.outcome == "retried":
                 self.stats.retried += 1
@@ -410,23 +397,14 @@ class Worker:
     def _heartbeat(self) -> None:
         """Refresh our locks, notice jobs we no longer own, and report ourselves."""
         owned_ids = self._heartbeat_ids()
-        with self._connection.cursor() as cursor:
-            if owned_ids:
-                still = sql.heartbeat(cursor, self.worker_id, owned_ids)
-                for job_id in set(owned_ids) - still:
-                    logger.warning("Job #%d is no longer ours: its lock expired", job_id)
-                    self._executors.lost.add(job_id)
-            cursor.execute(
-                sql.UPSERT_WORKER,
-                [
-                    self.worker_id,
-                    socket.gethostname(),
-                    os.getpid(),
-                    sql.dumps(self.queues or []),
-                    self.threads,
-                    self.stats.finished,
-                ],
-            )
+        if owned_ids:
+            still = operations.heartbeat(self._connection, self.worker_id, owned_ids)
+            for job_id in set(owned_ids) - still:
+                logger.warning("Job #%d is no longer ours: its lock expired", job_id)
+                self._executors.lost.add(job_id)
+        operations.report_worker(
+            self._connection, self.worker_id, self.queues, self.threads, self.stats.finished
+        )
 
     def _heartbeat_ids(self) -> list[int]:
         # Hung jobs already have their outcome buffered; lost ones belong to another worker.
@@ -438,17 +416,9 @@ class Worker:
 
     def _prune(self) -> float:
         """Delete expired history in bounded batches; returns seconds until the next prune."""
-        batch = settings.PRUNE_BATCH_SIZE
-        with self._connection.cursor() as cursor:
-            deleted = sql.prune(cursor, ["completed", "cancelled"], settings.RETENTION, batch)
-            full = deleted >= batch
-            dead_retention = settings.DEAD_RETENTION
-            if dead_retention is not None:
-                dead = sql.prune(cursor, ["dead"], dead_retention, batch)
-                full = full or dead >= batch
-            cursor.execute(sql.PRUNE_WORKERS, [WORKER_ROW_RETENTION])
+        pruned = operations.prune(self._connection)
         # A full batch means more is due: come back soon, without hogging the loop.
-        return 1.0 if full else settings.PRUNE_INTERVAL
+        return 1.0 if pruned.more else settings.PRUNE_INTERVAL
 
     # ----- shutdown --------------------------------------------------------------------------
 
@@ -461,8 +431,7 @@ class Worker:
         while True:
             try:
                 if unstarted and not released:
-                    with self._connection.cursor() as cursor:
-                        handed = sql.release(cursor, self.worker_id, unstarted)
+                    handed = operations.release(self._connection, self.worker_id, unstarted)
                     released = True
                     self.stats.released += len(handed)
                     for job_id in unstarted:
@@ -491,7 +460,6 @@ class Worker:
                     break
                 time.sleep(backoff.failed())
         try:
-            with self._connection.cursor() as cursor:
-                cursor.execute(sql.STOP_WORKER, [self.stats.finished, self.worker_id])
-        except CONNECTION_ERRORS:
-            pass
+            operations.stop_worker(self._connection, self.worker_id, self.stats.finished)
+        except DATABASE_ERRORS:
+            logger.warning("Could not mark worker %s stopped", self.worker_id)

@@ -1,12 +1,17 @@
-"""The worker's side: a task's registry entry, one attempt of it, and Django's signals."""
+"""The worker's side: a task's registry entry, one attempt of it, and Django's signals.
+
+Nothing here imports the backend: a :class:`~django_pgqueue.tasks.backend.PgQueueBackend`
+passes its ``OPTIONS`` in (:func:`set_backend_defaults`) when it is created, which is before any
+of its tasks exist (Django validates a task against its backend as the task is made).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import traceback
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.dispatch import Signal
@@ -18,16 +23,44 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
-from django_pgqueue import enqueue as _enqueue
-from django_pgqueue import registry, sql
-from django_pgqueue.conf import settings
+from django_pgqueue import registry
 from django_pgqueue.exceptions import UnknownJob
+from django_pgqueue.retries import is_final_attempt
+from django_pgqueue.spec import JobSpec
+from django_pgqueue.sql import dumps
 from django_pgqueue.tasks.results import result_from_job, task_as_enqueued
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
-    from django_pgqueue.tasks.backend import PgQueueBackend
     from django_pgqueue.tasks.base import PgQueueTask
+
+#: Keys of a backend's ``OPTIONS``; each is also an option of ``@task`` (per task).
+OPTION_NAMES = ("max_attempts", "backoff_base", "backoff_max", "timeout")
+
+# Backend alias -> its OPTIONS (checked), set by each PgQueueBackend as it is created.
+_backend_defaults: dict[str, dict[str, Any]] = {}
+
+
+def set_backend_defaults(alias: str, options: Mapping[str, Any]) -> None:
+    _backend_defaults[alias] = {name: options.get(name) for name in OPTION_NAMES}
+
+
+def task_spec(task: PgQueueTask) -> JobSpec:
+    """The task's :class:`JobSpec`: its own options, then its backend's ``OPTIONS``, then the
+    ``PGQUEUE_*`` settings (left to the spec). Raises ValueError/TypeError for bad values."""
+    with contextlib.suppress(InvalidTaskBackend):
+        task.get_backend()  # made on first use (and after a settings change): it passes OPTIONS
+    return JobSpec(
+        name=task.module_path,
+        queue=task.queue_name,
+        priority=int(task.priority),
+        run_after=task.run_after,
+        max_attempts=task.max_attempts,
+        backoff_base=task.backoff_base,
+        backoff_max=task.backoff_max,
+        timeout=task.timeout,
+    ).with_defaults(**_backend_defaults.get(task.backend, {}))
+
 
 logger = logging.getLogger("django_pgqueue.tasks")
 
@@ -52,35 +85,12 @@ class TaskRunnable:
         # The registry compares origins (module, qualname) to allow re-imports.
         return self.task.func
 
+    @property
+    def spec(self) -> JobSpec:
+        return task_spec(self.task)
+
     def run(self, job: Job) -> Any:
         return run_attempt(task_as_enqueued(self.task, job), job)
-
-    def retry_delay(self, attempt: int) -> float:
-        task, backend = self.task, pgqueue_backend(self.task)
-        base = _seconds(
-            task.backoff_base, backend.backoff_base if backend else None, settings.BACKOFF_BASE
-        )
-        cap = _seconds(
-            task.backoff_max, backend.backoff_max if backend else None, settings.BACKOFF_MAX
-        )
-        return _enqueue.retry_delay(attempt, base, cap, settings.BACKOFF_JITTER)
-
-    @property
-    def timeout(self) -> float | None:
-        """Read by the worker (``registry.timeout_of``); None means ``PGQUEUE_JOB_TIMEOUT``."""
-        backend = pgqueue_backend(self.task)
-        value = self.task.timeout
-        if value is None and backend is not None:
-            value = backend.timeout
-        return None if value is None else _seconds(value)
-
-
-def _seconds(*values: float | timedelta | None) -> float:
-    """The first value that is not None, in seconds."""
-    for value in values:
-        if value is not None:
-            return value.total_seconds() if isinstance(value, timedelta) else float(value)
-    raise ValueError("no value")
 
 
 def register(task: PgQueueTask) -> None:
@@ -94,17 +104,6 @@ def register(task: PgQueueTask) -> None:
     registry.register(TaskRunnable(task))
 
 
-def pgqueue_backend(task: Task[..., Any]) -> PgQueueBackend | None:
-    """The task's backend if it is a PgQueueBackend (None if not, or not configured)."""
-    from django_pgqueue.tasks.backend import PgQueueBackend  # imports this module
-
-    try:
-        backend = task.get_backend()
-    except InvalidTaskBackend:
-        return None
-    return backend if isinstance(backend, PgQueueBackend) else None
-
-
 def run_attempt(task: PgQueueTask, job: Job) -> Any:
     """Run one attempt of ``task`` for ``job`` (claimed, running) and send Django's signals.
 
@@ -112,11 +111,8 @@ def run_attempt(task: PgQueueTask, job: Job) -> Any:
     and a retry is scheduled; ``FAILED`` when it failed for good. For failures it is sent inside
     the ``except`` block, so ``sys.exc_info()`` (and Django's logging) sees the exception.
     """
-    from django_pgqueue.tasks.backend import PgQueueBackend  # imports this module
-
     result = result_from_job(job, task, task.backend)
-    backend = pgqueue_backend(task)
-    sender: type[BaseTaskBackend] = type(backend) if backend is not None else PgQueueBackend
+    sender = _backend_class(task)
     send(task_started, sender, result)
     try:
         if task.takes_context:
@@ -125,8 +121,8 @@ def run_attempt(task: PgQueueTask, job: Job) -> Any:
             value = task.call(*job.args, **job.kwargs)
         value = json_return_value(task, value)
     except Exception as exc:
-        # The worker retries while attempts remain (``worker.execution``): say which it will be.
-        final = job.attempts >= job.max_attempts
+        # The worker retries while attempts remain (``worker.performer``): say which it will be.
+        final = is_final_attempt(job.attempts, job.max_attempts)
         cls = type(exc)
         result.errors.append(
             TaskError(
@@ -148,11 +144,19 @@ def run_attempt(task: PgQueueTask, job: Job) -> Any:
     return value
 
 
+def _backend_class(task: Task[..., Any]) -> type[BaseTaskBackend]:
+    """The class of the task's backend: the sender of Django's task signals."""
+    try:
+        return type(task.get_backend())
+    except InvalidTaskBackend:
+        return BaseTaskBackend
+
+
 def json_return_value(task: Task[..., Any], value: Any) -> Any:
     """``value`` normalized like Django does (tuples -> lists); TypeError if not JSON."""
     try:
         normalized = normalize_json(value)
-        back = json.loads(sql.dumps(normalized))
+        back = json.loads(dumps(normalized))
         if back == normalized:
             return normalized
         problem = f"it changes in a JSON round trip (comes back as {back!r})"

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from django_pgqueue import enqueue as _enqueue
-from django_pgqueue import registry
+from django_pgqueue import operations, registry
+from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
-from django_pgqueue.enqueue import JobOptions
 from django_pgqueue.exceptions import InvalidJobArguments
+from django_pgqueue.spec import JobSpec
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -29,17 +29,12 @@ R = TypeVar("R")
 class JobFunction[**P, R]:
     """A function registered as a job. Calling it runs it inline; ``enqueue`` queues it.
 
-    Frozen: ``using(...)`` returns a copy with other options, as Django's ``Task.using`` does.
+    Frozen: ``using(...)`` returns a copy with another :class:`JobSpec`, as Django's
+    ``Task.using`` does.
     """
 
     func: Callable[P, R]
-    options: JobOptions
-    backoff_base: float | None = None
-    backoff_max: float | None = None
-    #: The database whose transaction ``enqueue_on_commit`` waits for (default: Django's default).
-    commit_using: str | None = None
-    #: Seconds an attempt may run before it fails as hung (None: ``PGQUEUE_JOB_TIMEOUT``).
-    timeout: float | None = None
+    spec: JobSpec
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -48,9 +43,12 @@ class JobFunction[**P, R]:
             if hasattr(self.func, attr):
                 object.__setattr__(self, attr, getattr(self.func, attr))
 
+    def __repr__(self) -> str:
+        return f"<job {self.spec.name} ({self.func.__module__}.{self.func.__qualname__})>"
+
     @property
     def name(self) -> str:
-        return self.options.name
+        return self.spec.name
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -67,25 +65,22 @@ class JobFunction[**P, R]:
         commit_using: str | None = None,
     ) -> JobFunction[P, R]:
         """A copy with these options replaced (``None`` keeps the current value)."""
-        current = self.options
-        options = JobOptions(
-            name=current.name,
-            queue=current.queue if queue is None else queue,
-            priority=current.priority if priority is None else priority,
-            run_after=current.run_after if run_after is None else run_after,
-            max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-            unique_key=current.unique_key if unique_key is None else unique_key,
-            concurrency_key=current.concurrency_key if concurrency_key is None else concurrency_key,
+        spec = self.spec.using(
+            queue=queue,
+            priority=priority,
+            run_after=run_after,
+            max_attempts=max_attempts,
+            unique_key=unique_key,
+            concurrency_key=concurrency_key,
+            commit_using=commit_using,
         )
-        return dataclasses.replace(
-            self, options=options, commit_using=commit_using or self.commit_using
-        )
+        return dataclasses.replace(self, spec=spec)
 
     # ----- enqueueing ------------------------------------------------------------------------
 
     def serialize(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[str, str]:
         """Check arguments against the signature and JSON; raises :class:`InvalidJobArguments`."""
-        return _enqueue.serialize_arguments(self.name, args, kwargs, self.signature)
+        return serialize_arguments(self.name, args, kwargs, self.signature)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """INSERT the job in the caller's transaction on the queue database; returns the row.
@@ -94,7 +89,7 @@ class JobFunction[**P, R]:
         ``job.deduplicated`` set to True.
         """
         args_json, kwargs_json = self.serialize(args, kwargs)
-        return _enqueue.enqueue(self.options, args_json, kwargs_json)
+        return operations.insert(self._database(), self.spec, args_json, kwargs_json)
 
     def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Enqueue once the current transaction commits; nothing happens if it rolls back.
@@ -103,8 +98,10 @@ class JobFunction[**P, R]:
         """
         args_json, kwargs_json = self.serialize(args, kwargs)
         transaction.on_commit(
-            functools.partial(_enqueue.enqueue, self.options, args_json, kwargs_json),
-            using=self.commit_using or DEFAULT_DB_ALIAS,
+            functools.partial(
+                operations.insert, self._database(), self.spec, args_json, kwargs_json
+            ),
+            using=self.spec.commit_using or DEFAULT_DB_ALIAS,
         )
 
     def enqueue_many(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]]) -> list[int]:
@@ -129,20 +126,23 @@ class JobFunction[**P, R]:
                 payloads.append(self.serialize(call_args, call_kwargs))
             except InvalidJobArguments as exc:
                 raise InvalidJobArguments(f"Item {index} of enqueue_many: {exc}") from None
-        return _enqueue.enqueue_many(self.options, payloads)
+        if not payloads:
+            return []
+        if self.spec.unique_key is not None:
+            # Every job shares the key, so at most one is active: the first is enqueued (or the
+            # active holder of the key found) and every item gets that job's id.
+            holder = operations.insert(self._database(), self.spec, *payloads[0])
+            return [holder.pk] * len(payloads)
+        return operations.insert_many(self._database(), self.spec, payloads)
+
+    @staticmethod
+    def _database() -> operations.DjangoDatabase:
+        return operations.DjangoDatabase(settings.DATABASE)
 
     # ----- the worker's side (registry.Runnable) ---------------------------------------------
 
     def run(self, job: Job) -> Any:
         return self.func(*job.args, **job.kwargs)
-
-    def retry_delay(self, attempt: int) -> float:
-        return _enqueue.retry_delay(
-            attempt,
-            self.backoff_base if self.backoff_base is not None else settings.BACKOFF_BASE,
-            self.backoff_max if self.backoff_max is not None else settings.BACKOFF_MAX,
-            settings.BACKOFF_JITTER,
-        )
 
 
 @overload
@@ -189,7 +189,7 @@ def job[**P, R](
     def decorate(f: Callable[P, R]) -> JobFunction[P, R]:
         if inspect.iscoroutinefunction(f):
             raise TypeError(f"@job does not take coroutine functions ({f.__qualname__})")
-        options = JobOptions(
+        spec = JobSpec(
             name=name or f"{f.__module__}.{f.__qualname__}",
             queue=queue,
             priority=priority,
@@ -197,14 +197,11 @@ def job[**P, R](
             run_after=run_after,
             unique_key=unique_key,
             concurrency_key=concurrency_key,
-        )
-        handle = JobFunction(
-            func=f,
-            options=options,
             backoff_base=backoff_base,
             backoff_max=backoff_max,
             timeout=timeout,
         )
+        handle = JobFunction(func=f, spec=spec)
         registry.register(handle)
         return handle
 

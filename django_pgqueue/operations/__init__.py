@@ -1,0 +1,78 @@
+"""Every operation on the queue's tables, in one place: the only code that runs queue SQL.
+
+The worker (scheduling and capacity only), the manager and QuerySet, the admin, the dashboard,
+the ``django.tasks`` backend, the benchmark and the tests all call these functions, so what the
+tests exercise is what production runs.
+
+=================  ===================================================================
+module             owns
+=================  ===================================================================
+``db``             the :class:`Database` an operation runs on; the error classes
+``enqueue``        :func:`insert`, :func:`insert_many` (COPY), :func:`notify`
+``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
+``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`
+``maintenance``    :func:`prune` (jobs and worker rows), the worker table
+``control``        :func:`retry`, :func:`cancel`, :func:`run_now` on a QuerySet's jobs
+=================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from django_pgqueue.operations.claim import (
+    CLAIM_RACE_RETRIES,
+    claim,
+    claim_counted,
+    jobs_from_rows,
+)
+from django_pgqueue.operations.control import RETRYABLE_Q, cancel, retry, run_now, scheduled_q
+from django_pgqueue.operations.db import (
+    CONNECTION_ERRORS,
+    DATABASE_ERRORS,
+    Database,
+    DjangoDatabase,
+)
+from django_pgqueue.operations.enqueue import BULK_BATCH_SIZE, insert, insert_many, notify
+from django_pgqueue.operations.maintenance import (
+    WORKER_ROW_RETENTION,
+    Pruned,
+    prune,
+    report_worker,
+    stop_worker,
+)
+from django_pgqueue.operations.outcomes import (
+    Outcome,
+    finish,
+    heartbeat,
+    next_run_after,
+    release,
+)
+
+__all__ = [
+    "BULK_BATCH_SIZE",
+    "CLAIM_RACE_RETRIES",
+    "CONNECTION_ERRORS",
+    "DATABASE_ERRORS",
+    "RETRYABLE_Q",
+    "WORKER_ROW_RETENTION",
+    "Database",
+    "DjangoDatabase",
+    "Outcome",
+    "Pruned",
+    "cancel",
+    "claim",
+    "claim_counted",
+    "finish",
+    "heartbeat",
+    "insert",
+    "insert_many",
+    "jobs_from_rows",
+    "next_run_after",
+    "notify",
+    "prune",
+    "release",
+    "report_worker",
+    "retry",
+    "run_now",
+    "scheduled_q",
+    "stop_worker",
+]

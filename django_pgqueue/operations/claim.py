@@ -1,0 +1,91 @@
+"""Claiming jobs, and turning the claimed rows into ``Job`` instances."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
+from django_pgqueue.sql import JOB_COLUMNS
+from django_pgqueue.sql import claim as sql
+from django_pgqueue.states import JobStatus
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+logger = logging.getLogger("django_pgqueue.worker")
+
+# How often a claim is retried when a concurrent claim won the race for a concurrency key.
+CLAIM_RACE_RETRIES = 5
+
+_JSON_COLUMNS = frozenset({"args", "kwargs", "errors", "result"})
+_JSON_INDEXES = tuple(i for i, c in enumerate(JOB_COLUMNS) if c in _JSON_COLUMNS)
+
+
+def claim(
+    db: Database,
+    worker_id: str,
+    queues: Sequence[str] | None,
+    limit: int,
+    visibility_timeout: float,
+) -> list[Job]:
+    """Claim up to ``limit`` runnable jobs for ``worker_id``: :func:`claim_counted`'s jobs."""
+    return claim_counted(db, worker_id, queues, limit, visibility_timeout)[0]
+
+
+def claim_counted(
+    db: Database,
+    worker_id: str,
+    queues: Sequence[str] | None,
+    limit: int,
+    visibility_timeout: float,
+) -> tuple[list[Job], int]:
+    """Claim up to ``limit`` runnable jobs for ``worker_id`` with one SKIP LOCKED statement.
+
+    ``queues`` are served in the order given (``None``: every queue). The returned jobs are
+    ``running``, locked by ``worker_id``, with their attempt counted, in the order to run them.
+    Abandoned jobs that ran out of attempts went ``dead`` in the same statement and are left
+    out of the jobs, but counted in the rows taken (the second value): a claim that took
+    ``limit`` rows was not short of work.
+    """
+    params: dict[str, Any] = {
+        "worker": worker_id,
+        "limit": limit,
+        "visibility": visibility_timeout,
+    }
+    statement = sql.CLAIM_ALL_QUEUES
+    if queues:
+        params["queues"] = list(queues)
+        statement = sql.CLAIM_NAMED_QUEUES
+    rows: list[Any] = []
+    for attempt in range(CLAIM_RACE_RETRIES):
+        try:
+            with db.atomic(), db.cursor() as cursor:
+                cursor.execute(statement, params)
+                rows = cursor.fetchall()
+            break
+        except UNIQUE_VIOLATIONS as exc:
+            # A concurrent claim took the same concurrency key first; the unique index refused
+            # ours. Claim again: that key is now visibly running.
+            if attempt == CLAIM_RACE_RETRIES - 1:
+                logger.warning("Claim kept losing concurrency-key races: %s", exc)
+    jobs = [job for job in jobs_from_rows(db.alias, rows) if job.status == JobStatus.RUNNING]
+    order = {name: i for i, name in enumerate(queues or ())}
+    jobs.sort(key=lambda j: (order.get(j.queue, 0), -j.priority, j.run_after, j.pk))
+    return jobs, len(rows)
+
+
+def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
+    """Turn claim rows (``JOB_COLUMNS``, jsonb as text) into model instances."""
+    from django_pgqueue.models import Job
+
+    jobs = []
+    for row in rows:
+        values = list(row)
+        for i in _JSON_INDEXES:
+            if values[i] is not None:
+                values[i] = json.loads(values[i])
+        jobs.append(Job.from_db(db, JOB_COLUMNS, values))
+    return jobs

@@ -1,0 +1,101 @@
+"""Operator actions on chosen jobs: retry, cancel, run now.
+
+The caller's QuerySet picks the jobs (``Job.objects.dead().in_queue("emails")``); these change
+the ones the action applies to, with their rows locked so no worker claims them meanwhile, and
+wake the workers when the change commits. Each returns the ids it changed, sorted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from django_pgqueue.operations.db import DjangoDatabase
+from django_pgqueue.operations.enqueue import notify
+from django_pgqueue.states import RETRYABLE, JobStatus
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from django_pgqueue.models import Job
+
+#: Jobs a manual retry applies to: dead, cancelled, or pending after a failed attempt.
+RETRYABLE_Q = Q(status__in=RETRYABLE) | Q(status=JobStatus.PENDING, attempts__gt=0)
+
+
+#: Jobs waiting for their ``run_after``.
+def scheduled_q() -> Q:
+    return Q(status=JobStatus.PENDING, run_after__gt=timezone.now())
+
+
+def _locked_ids(jobs: QuerySet[Job]) -> list[int]:
+    """Lock the rows of ``jobs`` (inside the caller's transaction); their ids, sorted."""
+    return sorted(jobs.order_by().select_for_update(of=("self",)).values_list("pk", flat=True))
+
+
+def _all(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """Every job, on the database of ``jobs`` (the selection's filters dropped)."""
+    return jobs.model._default_manager.using(jobs.db).all()
+
+
+def _wake(jobs: QuerySet[Job], ids: list[int]) -> None:
+    queues = list(
+        _all(jobs).filter(pk__in=ids).order_by().values_list("queue", flat=True).distinct()
+    )
+    if queues:
+        with DjangoDatabase(jobs.db).cursor() as cursor:
+            notify(cursor, queues)
+
+
+def retry(jobs: QuerySet[Job]) -> list[int]:
+    """Make the dead, cancelled and failed jobs among ``jobs`` runnable now, attempts reset.
+
+    Jobs whose unique key is held by another active job are left as they are.
+    """
+    values: dict[str, Any] = {
+        "status": JobStatus.PENDING,
+        "attempts": 0,
+        "run_after": timezone.now(),
+        "locked_at": None,
+        "started_at": None,
+        "finished_at": None,
+    }
+    candidates = jobs.filter(RETRYABLE_Q)
+    with transaction.atomic(using=jobs.db):
+        changed = _locked_ids(candidates.filter(unique_key__isnull=True))
+        _all(jobs).filter(pk__in=changed).update(**values)
+        # Keyed jobs one by one: at most one active job per (queue, unique_key).
+        for job_id in candidates.filter(unique_key__isnull=False).values_list("pk", flat=True):
+            try:
+                with transaction.atomic(using=jobs.db):
+                    if _all(jobs).filter(RETRYABLE_Q, pk=job_id).update(**values):
+                        changed.append(job_id)
+            except IntegrityError:
+                continue
+        _wake(jobs, changed)
+    return sorted(changed)
+
+
+def cancel(jobs: QuerySet[Job]) -> list[int]:
+    """Cancel the pending jobs among ``jobs``; running and finished jobs are left alone."""
+    with transaction.atomic(using=jobs.db):
+        ids = _locked_ids(jobs.filter(status=JobStatus.PENDING))
+        _all(jobs).filter(pk__in=ids).update(
+            status=JobStatus.CANCELLED, finished_at=timezone.now(), locked_at=None
+        )
+    return ids
+
+
+def run_now(jobs: QuerySet[Job]) -> list[int]:
+    """Make the scheduled jobs among ``jobs`` runnable now.
+
+    Jobs already runnable keep their ``run_after``, and so their place in the queue.
+    """
+    with transaction.atomic(using=jobs.db):
+        ids = _locked_ids(jobs.filter(scheduled_q()))
+        _all(jobs).filter(pk__in=ids).update(run_after=timezone.now())
+        _wake(jobs, ids)
+    return ids

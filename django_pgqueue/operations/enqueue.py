@@ -1,0 +1,124 @@
+"""Putting jobs in the table: one INSERT, or COPY for many; waking the workers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django_pgqueue.operations.db import Database, psycopg_cursor
+from django_pgqueue.spec import JobSpec
+from django_pgqueue.sql import TABLE, Cursor
+from django_pgqueue.sql import enqueue as sql
+from django_pgqueue.states import ACTIVE, JobStatus
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+#: Rows per COPY statement in ``insert_many``.
+BULK_BATCH_SIZE = 5000
+# How often an INSERT is tried again when the holder of its unique key finished in between.
+_UNIQUE_RETRIES = 3
+
+
+def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job:
+    """INSERT one job in the current transaction of ``db``; one round trip.
+
+    With a ``unique_key`` already held by a pending or running job of the same queue, nothing
+    is inserted and that job is returned with ``deduplicated = True``.
+    """
+    from django_pgqueue.models import Job
+
+    queue = spec.resolved_queue
+    run_after = spec.resolved_run_after()
+    max_attempts = spec.resolved_max_attempts
+    row = (
+        queue,
+        spec.name,
+        args_json,
+        kwargs_json,
+        spec.priority,
+        run_after,
+        max_attempts,
+        spec.unique_key,
+        spec.concurrency_key,
+    )
+    with db.cursor() as cursor:
+        for _ in range(_UNIQUE_RETRIES):
+            cursor.execute(sql.INSERT_ONE, row)
+            inserted = cursor.fetchone()
+            if inserted is not None:
+                job = Job(
+                    id=inserted[0],
+                    queue=queue,
+                    name=spec.name,
+                    args=json.loads(args_json),
+                    kwargs=json.loads(kwargs_json),
+                    status=JobStatus.PENDING,
+                    priority=spec.priority,
+                    run_after=inserted[1],
+                    max_attempts=max_attempts,
+                    unique_key=spec.unique_key,
+                    concurrency_key=spec.concurrency_key,
+                    created_at=inserted[2],
+                )
+                job._state.adding = False
+                job._state.db = db.alias
+                job.deduplicated = False  # type: ignore[attr-defined]
+                return job
+            existing = (
+                Job.objects.using(db.alias)
+                .filter(queue=queue, unique_key=spec.unique_key, status__in=ACTIVE)
+                .first()
+            )
+            if existing is not None:
+                existing.deduplicated = True  # type: ignore[attr-defined]
+                return existing
+            # The holder finished between our INSERT and SELECT: insert again.
+    raise RuntimeError(f"Could not enqueue job {spec.name!r} with unique key {spec.unique_key!r}")
+
+
+def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]) -> list[int]:
+    """Bulk-load one job per ``(args_json, kwargs_json)`` with COPY; ids in input order.
+
+    COPY has no ON CONFLICT, so this is for jobs without a unique key. The ids are reserved from
+    the sequence first, in one round trip, so they come back in input order by construction.
+    """
+    if spec.unique_key is not None:
+        raise ValueError("insert_many takes jobs without a unique key")
+    queue = spec.resolved_queue
+    max_attempts = spec.resolved_max_attempts
+    run_after: datetime | None = spec.resolved_run_after()
+    ids: list[int] = []
+    with db.cursor() as cursor:
+        raw = psycopg_cursor(cursor)
+        if run_after is None:
+            raw.execute(sql.TRANSACTION_NOW)
+            run_after = raw.fetchone()[0]  # type: ignore[index]
+        for start in range(0, len(payloads), BULK_BATCH_SIZE):
+            batch = payloads[start : start + BULK_BATCH_SIZE]
+            raw.execute(sql.RESERVE_IDS, [TABLE, len(batch)])
+            batch_ids = [row[0] for row in raw.fetchall()]
+            with raw.copy(sql.COPY_MANY) as copy:
+                for job_id, (args_json, kwargs_json) in zip(batch_ids, batch, strict=True):
+                    copy.write_row(
+                        (
+                            job_id,
+                            queue,
+                            spec.name,
+                            args_json,
+                            kwargs_json,
+                            spec.priority,
+                            run_after,
+                            max_attempts,
+                            spec.concurrency_key,
+                        )
+                    )
+            ids += batch_ids
+    return ids
+
+
+def notify(cursor: Cursor, queues: Sequence[str]) -> None:
+    """Wake the workers serving ``queues`` (sent when the surrounding transaction commits)."""
+    cursor.execute(sql.NOTIFY, [sorted(set(queues))])

@@ -1,0 +1,63 @@
+"""Keeping the tables small, and the worker table's rows."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django_pgqueue.conf import settings
+from django_pgqueue.operations.db import Database
+from django_pgqueue.sql import dumps
+from django_pgqueue.sql import maintenance as sql
+from django_pgqueue.states import PRUNED_AFTER_RETENTION, JobStatus
+
+#: Rows of workers not seen for this long are deleted by the other workers' pruning.
+WORKER_ROW_RETENTION = 3600.0
+
+
+@dataclass(frozen=True)
+class Pruned:
+    deleted: int
+    #: A batch came back full: more is due now.
+    more: bool
+
+
+def prune(db: Database) -> Pruned:
+    """Delete finished jobs past their retention in bounded batches, and workers long gone."""
+    batch = settings.PRUNE_BATCH_SIZE
+    with db.cursor() as cursor:
+        cursor.execute(sql.PRUNE, [list(PRUNED_AFTER_RETENTION), settings.RETENTION, batch])
+        deleted = cursor.rowcount
+        more = deleted >= batch
+        dead_retention = settings.DEAD_RETENTION
+        if dead_retention is not None:
+            cursor.execute(sql.PRUNE, [[JobStatus.DEAD.value], dead_retention, batch])
+            deleted += cursor.rowcount
+            more = more or cursor.rowcount >= batch
+        cursor.execute(sql.PRUNE_WORKERS, [WORKER_ROW_RETENTION])
+    return Pruned(deleted, more)
+
+
+def report_worker(
+    db: Database, worker_id: str, queues: Sequence[str] | None, threads: int, jobs_done: int
+) -> None:
+    """Insert or refresh this worker's row (on every heartbeat)."""
+    with db.cursor() as cursor:
+        cursor.execute(
+            sql.UPSERT_WORKER,
+            [
+                worker_id,
+                socket.gethostname(),
+                os.getpid(),
+                dumps(list(queues or [])),
+                threads,
+                jobs_done,
+            ],
+        )
+
+
+def stop_worker(db: Database, worker_id: str, jobs_done: int) -> None:
+    with db.cursor() as cursor:
+        cursor.execute(sql.STOP_WORKER, [jobs_done, worker_id])

@@ -1,0 +1,93 @@
+"""A claimed job's life after the claim: heartbeats, outcomes, hand-backs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django_pgqueue.operations.db import Database
+from django_pgqueue.sql import dumps
+from django_pgqueue.sql import outcomes as sql
+from django_pgqueue.states import JobStatus
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The end of one attempt, as :func:`finish` writes it back."""
+
+    job_id: int
+    status: str  # completed | pending (retry later) | dead
+    started_at: datetime
+    finished_at: datetime | None
+    run_after: datetime | None = None
+    result_json: str | None = None
+    error: str | None = None
+    error_entry_json: str | None = None
+    #: For logging and signals; not written.
+    outcome: str = "completed"  # completed | retried | dead
+    exception: BaseException | None = None
+
+
+def heartbeat(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
+    """Refresh the lock of jobs still owned by ``worker_id``; returns the ids it still owns."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.HEARTBEAT, [list(job_ids), worker_id])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def finish(
+    db: Database, worker_id: str, outcomes: Sequence[Outcome], *, delete_completed: bool
+) -> set[int]:
+    """Record the end of many attempts in one statement; returns the ids written.
+
+    With ``delete_completed`` (``PGQUEUE_RETENTION = 0``), completed jobs are deleted instead.
+    A job missing from the result was no longer this worker's (its lock expired and another
+    worker reclaimed it): its outcome is dropped, not written over the new owner's.
+    """
+    to_delete = [o.job_id for o in outcomes if delete_completed and o.status == JobStatus.COMPLETED]
+    to_update = [
+        [
+            o.job_id,
+            o.status,
+            _iso(o.run_after),
+            _iso(o.started_at),
+            _iso(o.finished_at),
+            o.result_json,
+            o.error,
+            o.error_entry_json,
+        ]
+        for o in outcomes
+        if not (delete_completed and o.status == JobStatus.COMPLETED)
+    ]
+    written: set[int] = set()
+    with db.cursor() as cursor:
+        if to_delete:
+            cursor.execute(sql.DELETE_FINISHED, [to_delete, worker_id])
+            written.update(row[0] for row in cursor.fetchall())
+        if to_update:
+            cursor.execute(sql.FINISH, [dumps(to_update), worker_id])
+            written.update(row[0] for row in cursor.fetchall())
+    return written
+
+
+def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
+    """Hand claimed-but-unstarted jobs back to ``pending`` without spending an attempt."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.RELEASE, [list(job_ids), worker_id])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def next_run_after(db: Database, queues: Sequence[str] | None) -> datetime | None:
+    """When the earliest pending job becomes runnable (None: no pending job)."""
+    with db.cursor() as cursor:
+        if queues:
+            cursor.execute(sql.NEXT_RUN_AFTER_NAMED_QUEUES, [list(queues)])
+        else:
+            cursor.execute(sql.NEXT_RUN_AFTER_ALL_QUEUES)
+        row = cursor.fetchone()
+    return None if row is None else row[0]

@@ -1,0 +1,184 @@
+"""The type and range of every job option and every ``PGQUEUE_*`` setting, in one table.
+
+:data:`JOB_OPTIONS` is enforced when a :class:`~django_pgqueue.spec.JobSpec` is built (``@job``,
+``using()``, ``@task`` and a backend's ``OPTIONS``); :data:`SETTINGS` by the system checks
+(``django_pgqueue.E003``). The ranges are what PostgreSQL's column types and interval
+arithmetic hold with room to spare; ``docs/settings.md`` lists them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN
+
+#: The longest duration anything accepts: 100 years (timestamps and intervals hold far more).
+MAX_SECONDS = 100 * 365 * 86400.0
+#: The most attempts a job may have (an ``integer`` column; counted once per claim).
+MAX_ATTEMPTS = 1_000_000
+QUEUE_NAME_MAX = 100
+KEY_MAX = 255
+
+
+class WrongType(str):
+    """A problem that is the value's type (TypeError), not its range (ValueError)."""
+
+
+class Rule:
+    """What a value must be; :meth:`problem` says what is wrong with one, or None."""
+
+    nullable: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        if value is None:
+            return None if self.nullable else WrongType("must not be None")
+        return self._problem(value)
+
+    def _problem(self, value: Any) -> str | None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Integer(Rule):
+    low: int
+    high: int
+    nullable: bool = False
+
+    def _problem(self, value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return WrongType(f"must be an int, not {type(value).__name__}")
+        if not self.low <= value <= self.high:
+            return f"must be between {self.low:,} and {self.high:,}, got {value:,}"
+        return None
+
+    def describe(self) -> str:
+        return f"an int from {self.low:,} to {self.high:,}" + (" or None" if self.nullable else "")
+
+
+@dataclass(frozen=True)
+class Number(Rule):
+    """A finite float or int (or a timedelta, with ``seconds``) in ``[low, high]``."""
+
+    low: float
+    high: float
+    seconds: bool = True
+    low_inclusive: bool = True
+    nullable: bool = False
+
+    def _problem(self, value: Any) -> str | None:
+        if self.seconds and isinstance(value, timedelta):
+            number = value.total_seconds()
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        else:
+            kinds = "a number of seconds or a timedelta" if self.seconds else "a number"
+            return WrongType(f"must be {kinds}, not {type(value).__name__}")
+        if not math.isfinite(number):
+            return f"must be finite, got {value!r}"
+        too_low = number < self.low or (not self.low_inclusive and number == self.low)
+        if too_low or number > self.high:
+            return f"must be {self._range()}, got {number:g}"
+        return None
+
+    def _range(self) -> str:
+        low = f"{'at least' if self.low_inclusive else 'more than'} {self.low:g}"
+        high = "100 years" if self.seconds and self.high == MAX_SECONDS else f"{self.high:g}"
+        return f"{low} and at most {high}"
+
+    def describe(self) -> str:
+        unit = "seconds (or a timedelta) " if self.seconds else ""
+        return f"{unit}{self._range()}" + (", or None" if self.nullable else "")
+
+
+@dataclass(frozen=True)
+class Text(Rule):
+    """A string of 1 to ``max_length`` characters without control characters or only spaces."""
+
+    max_length: int
+    nullable: bool = False
+
+    def _problem(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return WrongType(f"must be a string, not {type(value).__name__}")
+        if not value.strip():
+            return f"must not be empty or blank, got {value!r}"
+        if len(value) > self.max_length:
+            return f"must be at most {self.max_length} characters, got {len(value)}"
+        if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+            return f"must not hold control characters or lone surrogates, got {value!r}"
+        return None
+
+    def describe(self) -> str:
+        return f"a string of 1 to {self.max_length} printable characters" + (
+            " or None" if self.nullable else ""
+        )
+
+
+@dataclass(frozen=True)
+class Boolean(Rule):
+    def _problem(self, value: Any) -> str | None:
+        return (
+            None if isinstance(value, bool) else WrongType(f"must be True or False, not {value!r}")
+        )
+
+    def describe(self) -> str:
+        return "True or False"
+
+
+def _seconds(low: float = 0, *, above: bool = False, nullable: bool = False) -> Number:
+    return Number(low, MAX_SECONDS, low_inclusive=not above, nullable=nullable)
+
+
+#: Per-job options: ``@job``, ``using()``, ``@task`` and a PgQueueBackend's ``OPTIONS``.
+JOB_OPTIONS: dict[str, Rule] = {
+    "name": Text(255),
+    "queue": Text(QUEUE_NAME_MAX, nullable=True),
+    "priority": Integer(PRIORITY_MIN, PRIORITY_MAX),
+    "max_attempts": Integer(1, MAX_ATTEMPTS, nullable=True),
+    "unique_key": Text(KEY_MAX, nullable=True),
+    "concurrency_key": Text(KEY_MAX, nullable=True),
+    "backoff_base": _seconds(nullable=True),
+    "backoff_max": _seconds(nullable=True),
+    "timeout": _seconds(above=True, nullable=True),
+    "commit_using": Text(255, nullable=True),
+}
+
+#: ``PGQUEUE_<NAME>`` settings (defaults in :data:`django_pgqueue.conf.DEFAULTS`).
+SETTINGS: dict[str, Rule] = {
+    "DATABASE": Text(255),
+    "DEFAULT_QUEUE": Text(QUEUE_NAME_MAX),
+    "MAX_ATTEMPTS": Integer(1, MAX_ATTEMPTS),
+    "BACKOFF_BASE": _seconds(),
+    "BACKOFF_MAX": _seconds(),
+    "BACKOFF_JITTER": Number(0, 10, seconds=False),
+    "VISIBILITY_TIMEOUT": _seconds(above=True),
+    "HEARTBEAT_INTERVAL": _seconds(above=True, nullable=True),
+    "RETENTION": _seconds(),
+    "DEAD_RETENTION": _seconds(nullable=True),
+    "PRUNE_BATCH_SIZE": Integer(1, 1_000_000),
+    "PRUNE_INTERVAL": _seconds(above=True),
+    "LISTEN": Boolean(),
+    "PREPARED_STATEMENTS": Boolean(),
+    "POLL_INTERVAL": _seconds(above=True),
+    "BATCH_SIZE": Integer(1, 10_000),
+    "FLUSH_SIZE": Integer(1, 10_000),
+    "FLUSH_INTERVAL": _seconds(),
+    "JOB_TIMEOUT": _seconds(above=True, nullable=True),
+    "SHUTDOWN_TIMEOUT": _seconds(),
+}
+
+
+def check(table: dict[str, Rule], name: str, value: Any) -> None:
+    """Raise TypeError (wrong type) or ValueError (out of range) naming the option."""
+    problem = table[name].problem(value)
+    if problem is None:
+        return
+    if isinstance(problem, WrongType):
+        raise TypeError(f"{name} {problem} ({table[name].describe()})")
+    raise ValueError(f"{name} {problem} ({table[name].describe()})")

@@ -1,0 +1,112 @@
+"""One job's settings in one frozen object, checked in one place.
+
+``@job``, ``JobFunction.using()``, ``@task`` / ``PgQueueTask`` and a PgQueueBackend's
+``OPTIONS`` all build a :class:`JobSpec`; the registry hands it to the worker. ``None`` means
+"the ``PGQUEUE_*`` setting's value when it is used", so settings changed later still apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from django_pgqueue import rules
+from django_pgqueue.conf import settings
+from django_pgqueue.retries import RetryStrategy
+
+_SECONDS = ("backoff_base", "backoff_max", "timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """Where and how a job is enqueued, retried and timed out.
+
+    Raises TypeError or ValueError naming the option and its allowed range
+    (:data:`django_pgqueue.rules.JOB_OPTIONS`) when built with a bad value.
+    """
+
+    name: str
+    queue: str | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+    #: A datetime, or a timedelta counted from each enqueue; None is "now".
+    run_after: datetime | timedelta | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
+    #: Retry delay: ``backoff_base * 2 ** (attempt - 1)`` seconds (plus jitter) ...
+    backoff_base: float | None = None
+    #: ... at most ``backoff_max`` seconds.
+    backoff_max: float | None = None
+    #: Seconds an attempt may run before it fails as hung.
+    timeout: float | None = None
+    #: The database whose transaction ``enqueue_on_commit`` waits for (None: Django's default).
+    commit_using: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in rules.JOB_OPTIONS:
+            rules.check(rules.JOB_OPTIONS, name, getattr(self, name))
+        for name in _SECONDS:  # timedeltas are accepted; seconds are kept
+            value = getattr(self, name)
+            if value is not None:
+                seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+                object.__setattr__(self, name, seconds)
+        run_after = self.run_after
+        if run_after is not None:
+            if not isinstance(run_after, datetime | timedelta):
+                raise TypeError(
+                    f"run_after must be a datetime or a timedelta, not {type(run_after).__name__}"
+                )
+            if isinstance(run_after, timedelta):
+                rules.check(
+                    {"run_after": rules.Number(0, rules.MAX_SECONDS)}, "run_after", run_after
+                )
+
+    def using(self, **changes: Any) -> JobSpec:
+        """A copy with the options given replaced (``None`` keeps the current value)."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise TypeError(f"unknown job options: {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def with_defaults(self, **defaults: Any) -> JobSpec:
+        """A copy where the options still None take these values (e.g. a backend's OPTIONS)."""
+        return dataclasses.replace(
+            self, **{k: v for k, v in defaults.items() if getattr(self, k) is None}
+        )
+
+    # ----- values resolved against the settings ----------------------------------------------
+
+    @property
+    def resolved_queue(self) -> str:
+        return self.queue or settings.DEFAULT_QUEUE
+
+    @property
+    def resolved_max_attempts(self) -> int:
+        return self.max_attempts or settings.MAX_ATTEMPTS
+
+    @property
+    def resolved_timeout(self) -> float | None:
+        """Seconds an attempt may run (None: no limit)."""
+        return self.timeout if self.timeout is not None else settings.JOB_TIMEOUT
+
+    def resolved_run_after(self) -> datetime | None:
+        """An aware datetime, or None for "now" (the database's clock)."""
+        value = self.run_after
+        if value is None:
+            return None
+        if isinstance(value, timedelta):
+            return timezone.now() + value
+        if timezone.is_naive(value):
+            return timezone.make_aware(value)
+        return value
+
+    def retry_strategy(self) -> RetryStrategy:
+        return RetryStrategy(
+            base=self.backoff_base if self.backoff_base is not None else settings.BACKOFF_BASE,
+            cap=self.backoff_max if self.backoff_max is not None else settings.BACKOFF_MAX,
+            jitter=settings.BACKOFF_JITTER,
+        )

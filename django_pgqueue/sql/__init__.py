@@ -1,0 +1,63 @@
+"""Every SQL statement of the queue, as named constants, and nothing that runs them.
+
+The statements are grouped by what they serve: :mod:`.enqueue`, :mod:`.claim`,
+:mod:`.outcomes` (heartbeat, finish, release), :mod:`.maintenance` (pruning, the worker table),
+:mod:`.stats` (the dashboard's counts) and :mod:`.admin` (the admin's search).
+:mod:`django_pgqueue.operations` is the only code that executes them; its functions take a
+DB-API cursor (Django's cursor wrapper or a raw psycopg cursor: both use ``%s`` placeholders),
+so the ORM side and the worker's own connection share the same SQL. States are spelled through
+:func:`django_pgqueue.states.sql_list`, never as literals.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+TABLE = "pgqueue_job"
+WORKER_TABLE = "pgqueue_worker"
+NOTIFY_CHANNEL = "pgqueue"
+
+#: Columns returned by the claim, in model field order (``Job.from_db`` takes them as they are).
+JOB_COLUMNS = (
+    "id",
+    "queue",
+    "name",
+    "args",
+    "kwargs",
+    "status",
+    "priority",
+    "run_after",
+    "attempts",
+    "max_attempts",
+    "locked_at",
+    "locked_by",
+    "last_error",
+    "errors",
+    "result",
+    "unique_key",
+    "concurrency_key",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def fetchone(self) -> Any: ...
+
+
+# Built once: ``json.dumps`` with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def dumps(value: Any) -> str:
+    """JSON for a jsonb column: compact, and NaN/Infinity refused (jsonb has neither)."""
+    return _ENCODER.encode(value)

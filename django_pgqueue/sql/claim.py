@@ -1,0 +1,101 @@
+"""The claim: one statement that takes up to ``limit`` jobs for a worker.
+
+* ``stale``: running jobs whose heartbeat is older than the visibility timeout (their worker
+  died). Recovery rides on the claim: there is no reaper to deploy.
+* ``fresh``: runnable pending jobs, per queue in the order given, priority then run_after.
+  A job with a concurrency key is skipped while another job with that key runs; the advisory
+  lock keeps two concurrent claims from both taking the same key, and the partial unique
+  index ``pgqueue_job_one_running_per_key`` is the final word.
+* Every claim counts an attempt; a stale job that has used all its attempts goes ``dead``.
+"""
+
+from __future__ import annotations
+
+from django_pgqueue.sql import JOB_COLUMNS, TABLE
+from django_pgqueue.states import JobStatus
+
+_RUNNING = f"'{JobStatus.RUNNING.value}'"
+_PENDING = f"'{JobStatus.PENDING.value}'"
+_DEAD = f"'{JobStatus.DEAD.value}'"
+
+_FRESH_FILTER = f"""
+    status = {_PENDING} AND run_after <= now()
+    AND (concurrency_key IS NULL OR (
+        NOT EXISTS (SELECT 1 FROM {TABLE} r
+                    WHERE r.status = {_RUNNING} AND r.concurrency_key = j.concurrency_key)
+        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || concurrency_key, 0))))
+"""
+_FRESH_ORDER = "ORDER BY priority DESC, run_after, id"
+_FRESH_COLUMNS = "id, concurrency_key, priority, run_after"
+
+_FRESH_ALL_QUEUES = f"""
+    SELECT {_FRESH_COLUMNS} FROM {TABLE} j
+    WHERE {_FRESH_FILTER}
+    {_FRESH_ORDER}
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+_FRESH_NAMED_QUEUES = f"""
+    SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    CROSS JOIN LATERAL (
+        SELECT {_FRESH_COLUMNS} FROM {TABLE} j
+        WHERE j.queue = q.name AND {_FRESH_FILTER}
+        {_FRESH_ORDER}
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) c
+    LIMIT %(limit)s
+"""
+
+# A stale job that has used all its attempts: it goes dead instead of running again.
+_LOST_FOR_GOOD = f"j.status = {_RUNNING} AND j.attempts >= j.max_attempts"
+
+
+def _when_lost_for_good(then: str, otherwise: str) -> str:
+    return f"CASE WHEN {_LOST_FOR_GOOD} THEN {then} ELSE {otherwise} END"
+
+
+_CLAIM = f"""
+WITH stale AS MATERIALIZED (
+    SELECT id FROM {TABLE}
+    WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
+      {{stale_queue_filter}}
+    ORDER BY locked_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), fresh AS MATERIALIZED ({{fresh}}
+), picked AS (
+    SELECT id FROM stale
+    UNION ALL
+    (SELECT id FROM fresh WHERE concurrency_key IS NULL)
+    UNION ALL
+    (SELECT DISTINCT ON (concurrency_key) id FROM fresh WHERE concurrency_key IS NOT NULL
+     ORDER BY concurrency_key, priority DESC, run_after, id)
+    LIMIT %(limit)s
+)
+UPDATE {TABLE} j SET
+    status = {_when_lost_for_good(_DEAD, _RUNNING)},
+    attempts = {_when_lost_for_good("j.attempts", "j.attempts + 1")},
+    locked_at = {_when_lost_for_good("NULL", "now()")},
+    locked_by = {_when_lost_for_good("j.locked_by", "%(worker)s")},
+    started_at = {_when_lost_for_good("j.started_at", "now()")},
+    finished_at = {_when_lost_for_good("now()", "NULL")},
+    last_error = CASE WHEN j.status = {_RUNNING} THEN
+        'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
+        || 'attempt ' || j.attempts || ' (lock taken at ' || j.locked_at || ')'
+        ELSE j.last_error END,
+    errors = CASE WHEN j.status = {_RUNNING} THEN j.errors || jsonb_build_array(
+        jsonb_build_object(
+            'attempt', j.attempts, 'worker_id', j.locked_by,
+            'exception_class', 'django_pgqueue.exceptions.WorkerLost',
+            'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
+        ELSE j.errors END
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING {", ".join(f"j.{c}" for c in JOB_COLUMNS)}
+"""
+
+CLAIM_ALL_QUEUES = _CLAIM.format(stale_queue_filter="", fresh=_FRESH_ALL_QUEUES)
+CLAIM_NAMED_QUEUES = _CLAIM.format(
+    stale_queue_filter="AND queue = ANY(%(queues)s::text[])", fresh=_FRESH_NAMED_QUEUES
+)

@@ -1,0 +1,38 @@
+"""Statements that put jobs in the table."""
+
+from __future__ import annotations
+
+from django_pgqueue.sql import NOTIFY_CHANNEL, TABLE
+from django_pgqueue.states import ACTIVE, sql_list
+
+INSERT_COLUMNS = (
+    "queue",
+    "name",
+    "args",
+    "kwargs",
+    "priority",
+    "run_after",
+    "max_attempts",
+    "unique_key",
+    "concurrency_key",
+)
+
+INSERT_ONE = f"""
+INSERT INTO {TABLE} ({", ".join(INSERT_COLUMNS)})
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s)
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
+DO NOTHING
+RETURNING id, run_after, created_at
+"""
+
+RESERVE_IDS = "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)"
+
+#: The transaction's ``now()``: what the run_after column defaults to.
+TRANSACTION_NOW = "SELECT now()"
+
+COPY_MANY = f"""
+COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key)
+FROM STDIN
+"""
+
+NOTIFY = f"SELECT pg_notify('{NOTIFY_CHANNEL}', q) FROM unnest(%s::text[]) AS q"

@@ -1,0 +1,62 @@
+"""Statements of a claimed job's life: heartbeat, finish, hand back; when to look again."""
+
+from __future__ import annotations
+
+from django_pgqueue.sql import TABLE
+from django_pgqueue.states import JobStatus
+
+_RUNNING = f"'{JobStatus.RUNNING.value}'"
+_PENDING = f"'{JobStatus.PENDING.value}'"
+
+HEARTBEAT = f"""
+UPDATE {TABLE} SET locked_at = now()
+WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
+RETURNING id
+"""
+
+FINISH = f"""
+UPDATE {TABLE} j SET
+    status = d.status,
+    run_after = coalesce(d.run_after, j.run_after),
+    started_at = coalesce(d.started_at, j.started_at),
+    finished_at = d.finished_at,
+    result = d.result,
+    locked_at = NULL,
+    last_error = coalesce(d.error, j.last_error),
+    errors = CASE WHEN d.error_entry IS NULL THEN j.errors
+             ELSE j.errors || jsonb_build_array(d.error_entry) END
+FROM (
+    -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
+    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
+    -- element by element in Python.
+    SELECT (r->>0)::bigint AS id, r->>1 AS status, (r->>2)::timestamptz AS run_after,
+           (r->>3)::timestamptz AS started_at, (r->>4)::timestamptz AS finished_at,
+           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
+    FROM jsonb_array_elements(%s::jsonb) AS t(r)
+) d
+WHERE j.id = d.id AND j.status = {_RUNNING} AND j.locked_by = %s
+RETURNING j.id
+"""
+
+DELETE_FINISHED = f"""
+DELETE FROM {TABLE} WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
+RETURNING id
+"""
+
+RELEASE = f"""
+UPDATE {TABLE} SET status = {_PENDING}, attempts = greatest(attempts - 1, 0), locked_at = NULL,
+    started_at = NULL
+WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
+RETURNING id
+"""
+
+NEXT_RUN_AFTER_ALL_QUEUES = f"""
+SELECT min(run_after) FROM {TABLE} WHERE status = {_PENDING}
+"""
+
+NEXT_RUN_AFTER_NAMED_QUEUES = f"""
+SELECT min(n) FROM unnest(%s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT min(run_after) AS n FROM {TABLE} WHERE status = {_PENDING} AND queue = q.name
+) m
+"""

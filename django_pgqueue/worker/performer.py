@@ -1,0 +1,182 @@
+"""The performer: runs one attempt of a claimed job and decides what becomes of it.
+
+Nothing a job does escapes :func:`perform`: an exception (``SystemExit`` and
+``KeyboardInterrupt`` included), an unknown name, or a return value PostgreSQL cannot store all
+become a failed attempt of that job, with the real error recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import traceback
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from django_pgqueue import registry, signals
+from django_pgqueue.arguments import jsonb_storable
+from django_pgqueue.exceptions import ResultNotStorable
+from django_pgqueue.operations import Outcome
+from django_pgqueue.retries import RetryDecision
+from django_pgqueue.sql import dumps
+from django_pgqueue.states import JobStatus
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+logger = logging.getLogger("django_pgqueue.worker")
+
+#: The largest JSON result stored (jsonb itself stops at 255 MB; a result is not a blob store).
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+#: Error texts (tracebacks) are cut to this many characters, keeping both ends.
+MAX_ERROR_CHARS = 64 * 1024
+
+
+def _exception_path(exc: BaseException) -> str:
+    cls = type(exc)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def storable_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` as PostgreSQL's text and jsonb can hold it: NULs and lone surrogates escaped,
+    and the middle cut out past ``limit`` characters (a traceback's ends say the most)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > limit:
+        half = limit // 2
+        text = f"{text[:half]}\n[... {len(text) - limit:,} characters cut ...]\n{text[-half:]}"
+    return text
+
+
+def failed(
+    job: Job, exc: BaseException, started_at: datetime, worker_id: str, decision: RetryDecision
+) -> Outcome:
+    """The outcome of a failed attempt: retried after ``decision.delay`` or dead."""
+    now = timezone.now()
+    text = storable_text("".join(traceback.format_exception(exc)))
+    entry = {
+        "attempt": job.attempts,
+        "worker_id": worker_id,
+        "exception_class": _exception_path(exc),
+        "traceback": text,
+        "at": now.isoformat(),
+    }
+    if not decision.final:
+        return Outcome(
+            job_id=job.pk,
+            status=JobStatus.PENDING,
+            started_at=started_at,
+            finished_at=None,
+            run_after=now + timedelta(seconds=decision.delay),
+            error=text,
+            error_entry_json=dumps(entry),
+            outcome="retried",
+            exception=exc,
+        )
+    return Outcome(
+        job_id=job.pk,
+        status=JobStatus.DEAD,
+        started_at=started_at,
+        finished_at=now,
+        error=text,
+        error_entry_json=dumps(entry),
+        outcome="dead",
+        exception=exc,
+    )
+
+
+def decide(job: Job, *, retryable: bool = True) -> RetryDecision:
+    """Retry or not, and when: the job's own :class:`RetryStrategy` (defaults if unknown)."""
+    strategy = registry.spec_for(job.name).retry_strategy()
+    return strategy.decide(job.attempts, job.max_attempts, retryable=retryable)
+
+
+def result_json(job: Job, value: Any) -> str:
+    """JSON text for a return value; :class:`ResultNotStorable` when PostgreSQL can't hold it."""
+    try:
+        text = dumps(value)
+        if json.loads(text) != value:
+            raise TypeError(
+                f"it does not survive a JSON round trip (comes back as {json.loads(text)!r:.200})"
+            )
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = f"{type(value).__name__} is not JSON: {exc}"
+    else:
+        if len(text) > MAX_RESULT_BYTES:
+            problem = f"its JSON is {len(text):,} bytes, over the {MAX_RESULT_BYTES:,} stored"
+        elif not jsonb_storable(text):
+            problem = "it holds a NUL character or a lone surrogate, which jsonb cannot store"
+        else:
+            return text
+    raise ResultNotStorable(
+        f"Job {job.name!r} #{job.pk} ran, but its return value cannot be stored as its result: "
+        f"{problem}. The job is not retried (it would do its work again)."
+    )
+
+
+def perform(job: Job, worker_id: str) -> Outcome:
+    """Run one attempt of ``job`` (already claimed, ``running``) and return its outcome."""
+    close_old_connections()
+    started_at = timezone.now()
+    signals.send(signals.job_started, job=job, worker_id=worker_id)
+    try:
+        value = registry.get(job.name).run(job)
+        outcome = Outcome(
+            job_id=job.pk,
+            status=JobStatus.COMPLETED,
+            started_at=started_at,
+            finished_at=timezone.now(),
+            result_json=result_json(job, value),
+        )
+    except ResultNotStorable as exc:
+        outcome = failed(job, exc, started_at, worker_id, decide(job, retryable=False))
+    except BaseException as exc:
+        # An unknown name retries with the default backoff (a newer deploy may know it).
+        outcome = failed(job, exc, started_at, worker_id, decide(job))
+    finally:
+        close_old_connections()
+    signals.send(
+        signals.job_finished,
+        job=job,
+        worker_id=worker_id,
+        outcome=outcome.outcome,
+        exception=outcome.exception,
+    )
+    return outcome
+
+
+def log_outcome(job: Job, outcome: Outcome) -> None:
+    duration_ms = (
+        (outcome.finished_at or timezone.now()) - outcome.started_at
+    ).total_seconds() * 1000
+    if outcome.outcome == "completed":
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "%s #%d queue=%s attempt=%d/%d completed in %.1fms",
+                job.name,
+                job.pk,
+                job.queue,
+                job.attempts,
+                job.max_attempts,
+                duration_ms,
+            )
+        return
+    logger.error(
+        "%s #%d queue=%s attempt=%d/%d %s in %.1fms%s",
+        job.name,
+        job.pk,
+        job.queue,
+        job.attempts,
+        job.max_attempts,
+        "failed, will retry" if outcome.outcome == "retried" else "failed, now dead",
+        duration_ms,
+        f" (next attempt at {outcome.run_after.isoformat()})" if outcome.run_after else "",
+        exc_info=outcome.exception,
+    )
