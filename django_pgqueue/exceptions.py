@@ -33,3 +33,15 @@ class ResultNotStorable(PgQueueError, TypeError):
 
 class ExecutorDied(PgQueueError):
     """Recorded on a job whose executor thread died under it (the thread was replaced)."""
+
+
+class PoisonJob(PgQueueError):
+    """A job row the worker cannot run as stored (undecodable or malformed arguments)."""
+
+
+class TransactionLeftOpen(PgQueueError):
+    """A job returned with a database transaction still open; its writes were rolled back."""
+
+
+class WorkerCrashed(PgQueueError):
+    """Recorded on a job whose worker process died while running it (os._exit, a signal...)."""

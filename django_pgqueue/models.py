@@ -58,6 +58,12 @@ class Job(models.Model):
 
     objects = JobManager()
 
+    # Not columns: set on instances the queue hands out.
+    #: ``enqueue`` with a unique key found this active job instead of inserting one.
+    deduplicated: bool = False
+    #: Set by the claim when the row cannot be run as stored (its attempt fails, unrun).
+    poison: str | None = None
+
     class Meta:
         db_table = "pgqueue_job"
         ordering = ["-id"]

@@ -23,6 +23,7 @@ from django_pgqueue.operations.claim import (
     claim,
     claim_counted,
     jobs_from_rows,
+    locked_jobs,
 )
 from django_pgqueue.operations.control import RETRYABLE_Q, cancel, retry, run_now, scheduled_q
 from django_pgqueue.operations.db import (
@@ -66,6 +67,7 @@ __all__ = [
     "insert",
     "insert_many",
     "jobs_from_rows",
+    "locked_jobs",
     "next_run_after",
     "notify",
     "prune",

@@ -77,15 +77,52 @@ def claim_counted(
     return jobs, len(rows)
 
 
+def locked_jobs(db: Database, worker_id: str) -> list[Job]:
+    """The running jobs ``worker_id`` holds."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.LOCKED_BY, [worker_id])
+        rows = cursor.fetchall()
+    return jobs_from_rows(db.alias, rows)
+
+
+_EMPTY: dict[str, Any] = {"args": [], "kwargs": {}, "errors": [], "result": None}
+
+
 def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
-    """Turn claim rows (``JOB_COLUMNS``, jsonb as text) into model instances."""
+    """Turn claim rows (``JOB_COLUMNS``, jsonb as text) into model instances.
+
+    Each row is decoded on its own: a row whose JSON Python cannot take (an integer of
+    thousands of digits, nesting deeper than the recursion limit) or whose arguments are not a
+    list and a dict becomes a job with ``poison`` set to what is wrong, which the performer
+    fails without running it. One bad row never breaks the claim or its batch.
+    """
     from django_pgqueue.models import Job
 
     jobs = []
     for row in rows:
         values = list(row)
+        problems = []
         for i in _JSON_INDEXES:
-            if values[i] is not None:
+            if values[i] is None:
+                continue
+            column = JOB_COLUMNS[i]
+            try:
                 values[i] = json.loads(values[i])
-        jobs.append(Job.from_db(db, JOB_COLUMNS, values))
+            except (ValueError, RecursionError) as exc:
+                problems.append(f"its {column} cannot be decoded: {type(exc).__name__}: {exc}")
+                values[i] = _EMPTY[column]
+        args, kwargs = values[_ARGS], values[_KWARGS]
+        if not isinstance(args, list):
+            problems.append(f"its args are a JSON {type(args).__name__}, not a list")
+            values[_ARGS] = []
+        if not isinstance(kwargs, dict):
+            problems.append(f"its kwargs are a JSON {type(kwargs).__name__}, not an object")
+            values[_KWARGS] = {}
+        job = Job.from_db(db, JOB_COLUMNS, values)
+        job.poison = "; ".join(problems) or None
+        jobs.append(job)
     return jobs
+
+
+_ARGS = JOB_COLUMNS.index("args")
+_KWARGS = JOB_COLUMNS.index("kwargs")

@@ -65,7 +65,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                 )
                 job._state.adding = False
                 job._state.db = db.alias
-                job.deduplicated = False  # type: ignore[attr-defined]
+                job.deduplicated = False
                 return job
             existing = (
                 Job.objects.using(db.alias)
@@ -73,7 +73,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                 .first()
             )
             if existing is not None:
-                existing.deduplicated = True  # type: ignore[attr-defined]
+                existing.deduplicated = True
                 return existing
             # The holder finished between our INSERT and SELECT: insert again.
     raise RuntimeError(f"Could not enqueue job {spec.name!r} with unique key {spec.unique_key!r}")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from django_pgqueue.operations.db import Database
+from django.utils import timezone
+
+from django_pgqueue.operations.db import CONNECTION_ERRORS, DATABASE_ERRORS, Database
 from django_pgqueue.sql import dumps
 from django_pgqueue.sql import outcomes as sql
 from django_pgqueue.states import JobStatus
+
+logger = logging.getLogger("django_pgqueue.worker")
 
 
 @dataclass(slots=True)
@@ -48,7 +53,59 @@ def finish(
     With ``delete_completed`` (``PGQUEUE_RETENTION = 0``), completed jobs are deleted instead.
     A job missing from the result was no longer this worker's (its lock expired and another
     worker reclaimed it): its outcome is dropped, not written over the new owner's.
+
+    When the statement fails for a reason other than the connection (PostgreSQL refused a value
+    in it), the outcomes are written one by one, so one bad outcome never holds up the others;
+    an outcome refused alone is replaced by a dead outcome saying why. Connection errors are
+    raised: the caller keeps the outcomes and writes them once it is back.
     """
+    try:
+        return _finish(db, worker_id, outcomes, delete_completed)
+    except CONNECTION_ERRORS:
+        raise
+    except DATABASE_ERRORS as exc:
+        logger.warning(
+            "Writing %d outcomes failed (%s); writing them one by one", len(outcomes), exc
+        )
+    written: set[int] = set()
+    for outcome in outcomes:
+        try:
+            written |= _finish(db, worker_id, [outcome], delete_completed)
+            continue
+        except CONNECTION_ERRORS:
+            raise
+        except DATABASE_ERRORS as exc:
+            logger.error("Job #%d: PostgreSQL refused its outcome: %s", outcome.job_id, exc)
+            replacement = unstorable(outcome, exc)
+        try:
+            written |= _finish(db, worker_id, [replacement], delete_completed)
+        except CONNECTION_ERRORS:
+            raise
+        except DATABASE_ERRORS:
+            # Not even that: leave the job running; it is reclaimed after the visibility timeout.
+            logger.exception("Job #%d: could not record any outcome", outcome.job_id)
+    return written
+
+
+def unstorable(outcome: Outcome, exc: BaseException) -> Outcome:
+    """A dead outcome in place of one PostgreSQL refused (its result or error text)."""
+    text = f"OutcomeNotStorable: PostgreSQL refused this attempt's outcome ({outcome.outcome}): "
+    text += str(exc).replace("\x00", "\\x00")[:2000]
+    return replace(
+        outcome,
+        status=JobStatus.DEAD,
+        finished_at=outcome.finished_at or timezone.now(),
+        run_after=None,
+        result_json=None,
+        error=text,
+        error_entry_json=None,
+        outcome="dead",
+    )
+
+
+def _finish(
+    db: Database, worker_id: str, outcomes: Sequence[Outcome], delete_completed: bool
+) -> set[int]:
     to_delete = [o.job_id for o in outcomes if delete_completed and o.status == JobStatus.COMPLETED]
     to_update = [
         [

@@ -76,7 +76,8 @@ WITH stale AS MATERIALIZED (
 )
 UPDATE {TABLE} j SET
     status = {_when_lost_for_good(_DEAD, _RUNNING)},
-    attempts = {_when_lost_for_good("j.attempts", "j.attempts + 1")},
+    -- least(): a row whose counter is at the integer limit still claims (and then fails).
+    attempts = {_when_lost_for_good("j.attempts", "least(j.attempts, 2147483646) + 1")},
     locked_at = {_when_lost_for_good("NULL", "now()")},
     locked_by = {_when_lost_for_good("j.locked_by", "%(worker)s")},
     started_at = {_when_lost_for_good("j.started_at", "now()")},
@@ -99,3 +100,8 @@ CLAIM_ALL_QUEUES = _CLAIM.format(stale_queue_filter="", fresh=_FRESH_ALL_QUEUES)
 CLAIM_NAMED_QUEUES = _CLAIM.format(
     stale_queue_filter="AND queue = ANY(%(queues)s::text[])", fresh=_FRESH_NAMED_QUEUES
 )
+
+#: The jobs a worker holds (claimed, running), e.g. when its process died.
+LOCKED_BY = f"""
+SELECT {", ".join(JOB_COLUMNS)} FROM {TABLE} WHERE status = {_RUNNING} AND locked_by = %s
+"""

@@ -16,11 +16,18 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import psycopg
+import psycopg.errors
 from django.db import connections
 
 from django_pgqueue.conf import settings
 
 logger = logging.getLogger("django_pgqueue.worker")
+
+#: What a statement prepared on another server connection looks like from here.
+PREPARED_STATEMENT_ERRORS: tuple[type[Exception], ...] = (
+    psycopg.errors.InvalidSqlStatementName,  # prepared statement "_pg3_0" does not exist
+    psycopg.errors.DuplicatePreparedStatement,  # prepared statement "_pg3_0" already exists
+)
 
 
 class QueueConnection:
@@ -34,6 +41,7 @@ class QueueConnection:
         self.alias = alias
         self.application_name = application_name
         self._wrapper: Any = None
+        self.prepare = settings.PREPARED_STATEMENTS
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
@@ -63,7 +71,7 @@ class QueueConnection:
         # Django turns psycopg's automatic prepared statements off; the worker repeats the
         # same few statements thousands of times: prepare each from its second execution, so
         # the claim is planned once per connection instead of on every call.
-        wrapper.connection.prepare_threshold = 1 if settings.PREPARED_STATEMENTS else None
+        wrapper.connection.prepare_threshold = 1 if self.prepare else None
         self._wrapper = wrapper
 
     @contextmanager
@@ -71,6 +79,25 @@ class QueueConnection:
         # Server-side binding, not Django's ClientCursor: only those can be prepared.
         with psycopg.Cursor(self.raw) as cursor:
             yield cursor
+
+    def stop_preparing(self, exc: BaseException) -> bool:
+        """After ``exc``, turn prepared statements off if it says they don't work here.
+
+        A pooler in transaction mode (PgBouncer before 1.21, or without
+        ``max_prepared_statements``) hands each statement to any server connection, where the
+        statement prepared on another is missing. Returns True if they were on (and now off).
+        """
+        if not (self.prepare and isinstance(exc, PREPARED_STATEMENT_ERRORS)):
+            return False
+        self.prepare = False
+        logger.warning(
+            "Prepared statements fail on this connection (%s): a pooler in transaction mode? "
+            "Turning them off for this worker; set PGQUEUE_PREPARED_STATEMENTS = False to "
+            "start without them.",
+            str(exc).strip(),
+        )
+        self.close()
+        return True
 
     def atomic(self) -> AbstractContextManager[Any]:
         return nullcontext()

@@ -26,6 +26,7 @@ from django_pgqueue import registry
 from django_pgqueue.exceptions import ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
 from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.performer import decide, failed, log_outcome, perform
 
 if TYPE_CHECKING:
@@ -75,8 +76,15 @@ def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_i
 
 
 class Executors:
-    def __init__(self, worker_id: str, count: int, events: queue.SimpleQueue[Any]) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        count: int,
+        events: queue.SimpleQueue[Any],
+        journal: Journal | None = None,
+    ) -> None:
         self.worker_id = worker_id
+        self.journal = journal
         self.count = count
         self.events = events
         #: Claimed jobs whose lock another worker took over: skipped if not started yet.
@@ -163,6 +171,8 @@ class Executors:
     def _fail(self, running: _Running, exc: BaseException) -> Outcome:
         outcome = failure_outcome(running.job, exc, running.started_at, self.worker_id)
         log_outcome(running.job, outcome)
+        if self.journal is not None:
+            self.journal.ended(outcome)
         return outcome
 
     def _start_thread(self) -> None:
@@ -199,6 +209,8 @@ class Executors:
                 self._running[attempt] = _Running(
                     job, started_at, time.monotonic() + timeout if timeout else None
                 )
+            if self.journal is not None:
+                self.journal.started(job.pk)
             outcome = perform(job, self.worker_id)
         except BaseException as exc:
             logger.exception("Worker error around job #%d", job.pk)
@@ -214,7 +226,9 @@ class Executors:
             return False
         try:
             log_outcome(job, outcome)
+            if self.journal is not None:
+                self.journal.ended(outcome)
         except Exception:
-            logger.exception("Could not log the outcome of job #%d", job.pk)
+            logger.exception("Could not log or journal the outcome of job #%d", job.pk)
         self.events.put(outcome)
         return True

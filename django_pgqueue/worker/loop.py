@@ -35,6 +35,7 @@ from django_pgqueue.operations import CONNECTION_ERRORS, DATABASE_ERRORS, Outcom
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
+from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class Worker:
         shutdown_timeout: float | None = None,
         worker_id: str | None = None,
         listen: bool | None = None,
+        journal: Journal | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
@@ -111,7 +113,8 @@ class Worker:
         self._outcomes: list[Outcome] = []
         self._stopping = False
         self._first_signal_at: float | None = None
-        self._executors = Executors(self.worker_id, threads, self._events)
+        self._journal = journal
+        self._executors = Executors(self.worker_id, threads, self._events, journal)
         self._listener: Listener | None = None
         self._avg_duration = 0.01
 
@@ -255,6 +258,8 @@ class Worker:
                 backoff.succeeded()
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
+                if self._connection.stop_preparing(exc):
+                    continue
                 delay = backoff.failed()
                 if isinstance(exc, CONNECTION_ERRORS):
                     logger.warning(
@@ -265,6 +270,13 @@ class Worker:
                 else:
                     logger.exception("Queue database error; retrying in %.1fs", delay)
                 self._connection.close()
+                self._drain_events(delay)
+                if self._stopping:
+                    return
+            except Exception:
+                # A bug of ours must not take the worker down with the jobs it holds.
+                delay = backoff.failed()
+                logger.exception("Worker loop error; carrying on in %.1fs", delay)
                 self._drain_events(delay)
                 if self._stopping:
                     return
@@ -368,6 +380,8 @@ class Worker:
         except BaseException:
             self._outcomes = outcomes + self._outcomes  # written later, never lost
             raise
+        if self._journal is not None:
+            self._journal.written(o.job_id for o in outcomes)
         retry_at: datetime | None = None
         for outcome in outcomes:
             self._claimed.pop(outcome.job_id, None)
@@ -453,8 +467,8 @@ class Worker:
                 self._drain_events(min(remaining, settings.HEARTBEAT_INTERVAL))
                 if self._claimed and time.monotonic() - deadline < 0:
                     self._heartbeat()
-            except CONNECTION_ERRORS as exc:
-                logger.warning("Queue database unreachable during shutdown (%s)", exc)
+            except DATABASE_ERRORS as exc:
+                logger.warning("Queue database error during shutdown (%s)", exc)
                 self._connection.close()
                 if time.monotonic() >= deadline:
                     break

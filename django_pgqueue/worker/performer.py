@@ -13,12 +13,12 @@ import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from django_pgqueue import registry, signals
 from django_pgqueue.arguments import jsonb_storable
-from django_pgqueue.exceptions import ResultNotStorable
+from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
 from django_pgqueue.operations import Outcome
 from django_pgqueue.retries import RetryDecision
 from django_pgqueue.sql import dumps
@@ -121,13 +121,43 @@ def result_json(job: Job, value: Any) -> str:
     )
 
 
+def roll_back_open_transactions() -> list[str]:
+    """Roll back what a job left open on this thread's Django connections; their aliases.
+
+    A job may leave ``transaction.atomic()`` entered, or autocommit off. Its writes are not
+    committed, so they must not look committed: the connection is closed (the server rolls the
+    transaction back) and its transaction state reset, so the next job starts clean.
+    """
+    left_open = []
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block and connection.get_autocommit():
+            continue
+        left_open.append(connection.alias)
+        connection.in_atomic_block = False
+        connection.savepoint_ids = []
+        connection.atomic_blocks = []
+        connection.needs_rollback = False
+        connection.commit_on_exit = True
+        connection.close()
+    return left_open
+
+
 def perform(job: Job, worker_id: str) -> Outcome:
     """Run one attempt of ``job`` (already claimed, ``running``) and return its outcome."""
     close_old_connections()
     started_at = timezone.now()
     signals.send(signals.job_started, job=job, worker_id=worker_id)
     try:
+        if job.poison:
+            raise PoisonJob(f"Job {job.name!r} #{job.pk} cannot be run as stored: {job.poison}")
         value = registry.get(job.name).run(job)
+        left_open = roll_back_open_transactions()
+        if left_open:
+            raise TransactionLeftOpen(
+                f"Job {job.name!r} #{job.pk} returned with a transaction still open on "
+                f"database {', '.join(left_open)}: its writes there were rolled back. Exit every "
+                "transaction.atomic() block before returning."
+            )
         outcome = Outcome(
             job_id=job.pk,
             status=JobStatus.COMPLETED,

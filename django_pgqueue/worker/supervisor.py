@@ -1,9 +1,14 @@
-"""Several worker processes under one supervisor (``run_jobs --processes P``).
+"""Worker processes under one supervisor (``run_jobs``, with one process or ``--processes P``).
 
 The supervisor forks P children, each running a :class:`Worker`, and restarts a child that dies
 (immediately after a clean ``--max-jobs`` exit, with growing delays after crashes so a crash
-loop doesn't spin). SIGTERM/SIGINT are forwarded to the children for a graceful shutdown; a
-second signal kills them at once. Children get SIGTERM if the supervisor itself dies.
+loop doesn't spin). It runs no job itself, so a job that kills its process (``os._exit``, a
+segfault, the OOM killer) never takes ``run_jobs`` down. Before restarting a child that died, it
+reads the child's journal (:mod:`~django_pgqueue.worker.journal`) and, on its own connection,
+writes the outcomes the child had not written, charges an attempt to exactly the jobs that were
+running, and hands back the ones merely claimed. SIGTERM/SIGINT are forwarded to the children
+for a graceful shutdown; a second signal kills them at once. Children get SIGTERM if the
+supervisor itself dies.
 """
 
 from __future__ import annotations
@@ -13,15 +18,22 @@ import ctypes
 import logging
 import os
 import random
+import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from django.db import connections
 
-from django_pgqueue.worker.loop import SIGNAL_DEDUPE_WINDOW, Worker
+from django_pgqueue.conf import settings
+from django_pgqueue.operations import DATABASE_ERRORS
+from django_pgqueue.worker.connection import QueueConnection
+from django_pgqueue.worker.journal import Journal, recover
+from django_pgqueue.worker.loop import SIGNAL_DEDUPE_WINDOW, Worker, default_worker_id
 
 logger = logging.getLogger("django_pgqueue.worker")
 
@@ -29,6 +41,9 @@ RESTART_DELAY_MAX = 30.0
 # A child that ran this long before dying counts as healthy: its restart delay starts over.
 HEALTHY_RUN = 60.0
 _PR_SET_PDEATHSIG = 1
+# Tries at setting right a dead child's jobs (the database may be down too) before leaving
+# them to the stale-job recovery of the claim.
+RECOVERY_ATTEMPTS = 5
 
 
 @dataclass
@@ -36,6 +51,8 @@ class _Child:
     index: int
     pid: int
     started: float
+    worker_id: str
+    journal: Path
     failures: int = 0
 
 
@@ -52,6 +69,8 @@ class Supervisor:
         self.stopping = False
         self.first_signal_at: float | None = None
         self.failed = False
+        self.journals = Path(tempfile.mkdtemp(prefix="pgqueue-journals-"))
+        self.connection = QueueConnection(settings.DATABASE, f"pgqueue supervisor {os.getpid()}")
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -63,6 +82,8 @@ class Supervisor:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self.connection.close()
+            shutil.rmtree(self.journals, ignore_errors=True)
         return 1 if self.failed and self.burst else 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -85,23 +106,39 @@ class Supervisor:
     def _spawn(self, index: int, failures: int) -> None:
         # Never share a database connection across fork.
         connections.close_all()
+        self.connection.close()
+        journal = self.journals / f"worker-{index}.journal"
+        read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
             try:
+                os.close(read_end)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _die_with_parent()
                 random.seed()
-                worker_id = f"{self.base_id}.{index}" if self.base_id else None
-                code = Worker(worker_id=worker_id, **self.worker_options).run()
+                worker_id = self._worker_id(index)
+                os.write(write_end, worker_id.encode())
+                os.close(write_end)
+                code = Worker(
+                    worker_id=worker_id, journal=Journal(journal), **self.worker_options
+                ).run()
             except BaseException:
                 logger.exception("Worker process crashed")
             finally:
                 logging.shutdown()
                 os._exit(code)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            worker_id = pipe.read().decode() or f"?{pid}"
         self.children[pid] = _Child(
-            index=index, pid=pid, started=time.monotonic(), failures=failures
+            index=index,
+            pid=pid,
+            started=time.monotonic(),
+            worker_id=worker_id,
+            journal=journal,
+            failures=failures,
         )
 
     def _watch(self) -> None:
@@ -119,12 +156,22 @@ class Supervisor:
                 continue
             self._child_exited(child, status)
 
+    def _worker_id(self, index: int) -> str:
+        """``--worker-id ID``: ID with one process, ``ID.N`` with several; else HOSTNAME:PID."""
+        if not self.base_id:
+            return default_worker_id()
+        return self.base_id if self.processes == 1 else f"{self.base_id}.{index}"
+
     def _child_exited(self, child: _Child, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)
+        how = _describe_exit(code)
+        self._recover(child, how)
         if self.stopping:
             logger.info("Worker process %d exited (%d)", child.pid, code)
             return
-        if code == 0 and self.burst:
+        if code == 0 and (self.burst or self.processes == 1):
+            # Burst: no runnable job left. One process: --max-jobs reached, and run_jobs exits
+            # as it would unsupervised (with --processes P, the process is replaced).
             logger.info("Worker process %d finished", child.pid)
             return
         if code == 0:
@@ -135,7 +182,6 @@ class Supervisor:
         lived = time.monotonic() - child.started
         failures = 1 if lived >= HEALTHY_RUN else child.failures + 1
         delay = min(RESTART_DELAY_MAX, 0.5 * 2 ** (failures - 1))
-        how = f"signal {-code}" if code < 0 else f"status {code}"
         logger.error(
             "Worker process %d died (%s) after %.1fs; restarting in %.1fs",
             child.pid,
@@ -144,6 +190,28 @@ class Supervisor:
             delay,
         )
         self.restarts.append((time.monotonic() + delay, child.index, failures))
+
+    def _recover(self, child: _Child, how: str) -> None:
+        """Set right what a dead child left in the table (its journal says what it held)."""
+        for attempt in range(RECOVERY_ATTEMPTS):
+            try:
+                recover(self.connection, child.journal, child.worker_id, how)
+                return
+            except DATABASE_ERRORS as exc:
+                self.connection.close()
+                logger.warning(
+                    "Could not recover the jobs of worker %s yet (%s); attempt %d of %d",
+                    child.worker_id,
+                    str(exc).strip(),
+                    attempt + 1,
+                    RECOVERY_ATTEMPTS,
+                )
+                time.sleep(min(RESTART_DELAY_MAX, 0.5 * 2**attempt))
+            except Exception:
+                logger.exception("Could not recover the jobs of worker %s", child.worker_id)
+                return
+        # Its running jobs stay locked: the claim's stale-job recovery takes them back after
+        # the visibility timeout.
 
     def _restart_due(self) -> None:
         if self.stopping:
@@ -154,6 +222,10 @@ class Supervisor:
         self.restarts = [r for r in self.restarts if r[0] > now]
         for _, index, failures in due:
             self._spawn(index, failures)
+
+
+def _describe_exit(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"status {code}"
 
 
 def _die_with_parent() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_pgqueue.conf import settings
-from django_pgqueue.worker import Supervisor, Worker
+from django_pgqueue.worker import Supervisor
 
 
 class Command(BaseCommand):
@@ -33,7 +33,7 @@ class Command(BaseCommand):
             "--processes",
             type=int,
             default=1,
-            help="Worker processes under one supervisor that restarts any that die (default: 1).",
+            help="Worker processes under the supervisor that restarts any that die (default: 1).",
         )
         parser.add_argument(
             "--threads",
@@ -88,10 +88,9 @@ class Command(BaseCommand):
             "shutdown_timeout": options["shutdown_timeout"],
             "worker_id": options["worker_id"],
         }
-        if options["processes"] > 1:
-            code = Supervisor(options["processes"], **worker_options).run()
-        else:
-            code = Worker(**worker_options).run()
+        # Always supervised, even with one process: a job that kills its process (os._exit, a
+        # segfault, the OOM killer) never takes run_jobs down (docs/worker.md).
+        code = Supervisor(options["processes"], **worker_options).run()
         if code:
             sys.exit(code)
 
