@@ -125,6 +125,7 @@ def _describe_bad_argument(
             label += f" ({params[index].name})"
         labels.append((label, value))
     labels.extend((f"keyword argument {key!r}", value) for key, value in kwargs.items())
+    labels.extend((f"keyword argument name {key!r}", key) for key in kwargs)
     for label, value in labels:
         problem = _json_problem(value)
         if problem:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -132,6 +134,7 @@ class JobFunction[**P, R]:
             # Every job shares the key, so at most one is active: the first is enqueued (or the
             # active holder of the key found) and every item gets that job's id.
             holder = operations.insert(self._database(), self.spec, *payloads[0])
+            _warn_dropped_payloads(self.name, self.spec.unique_key, holder, payloads)
             return [holder.pk] * len(payloads)
         return operations.insert_many(self._database(), self.spec, payloads)
 
@@ -143,6 +146,32 @@ class JobFunction[**P, R]:
 
     def run(self, job: Job) -> Any:
         return self.func(*job.args, **job.kwargs)
+
+
+class DroppedPayloadsWarning(UserWarning):
+    """``enqueue_many`` with a unique key got items whose arguments differ from the job kept."""
+
+
+def _warn_dropped_payloads(
+    name: str, unique_key: str | None, holder: Job, payloads: Sequence[tuple[str, str]]
+) -> None:
+    """Warn when items of a unique-key ``enqueue_many`` differ from the one job kept.
+
+    The behaviour stays (one active job per key, every item gets its id), but arguments that
+    are dropped silently are a bug waiting to happen: a warning, not an error, so existing
+    callers keep working and tests (``-W error``) can make it fatal.
+    """
+    kept = (holder.args, holder.kwargs)  # jsonb's key order: compare values, not texts
+    differing = [i for i, (a, k) in enumerate(payloads) if (json.loads(a), json.loads(k)) != kept]
+    if differing:
+        warnings.warn(
+            f"enqueue_many of job {name!r} with unique_key {unique_key!r}: {len(differing)} of "
+            f"{len(payloads)} items have arguments that differ from the job kept (#{holder.pk}); "
+            f"their arguments were dropped (first: item {differing[0]}). One active job per "
+            "unique key: give each item its own key to enqueue them all.",
+            DroppedPayloadsWarning,
+            stacklevel=3,
+        )
 
 
 @overload

@@ -174,6 +174,11 @@ SETTINGS: dict[str, Rule] = {
 }
 
 
+def to_seconds(value: Any) -> Any:
+    """A timedelta as seconds; anything else as it is (for the rules to judge)."""
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
 def check(table: dict[str, Rule], name: str, value: Any) -> None:
     """Raise TypeError (wrong type) or ValueError (out of range) naming the option."""
     problem = table[name].problem(value)

@@ -38,6 +38,7 @@ class JobSpec:
     unique_key: str | None = None
     concurrency_key: str | None = None
     #: Retry delay: ``backoff_base * 2 ** (attempt - 1)`` seconds (plus jitter) ...
+    #: (seconds, or a timedelta: kept as seconds)
     backoff_base: float | None = None
     #: ... at most ``backoff_max`` seconds.
     backoff_max: float | None = None
@@ -47,13 +48,14 @@ class JobSpec:
     commit_using: str | None = None
 
     def __post_init__(self) -> None:
+        for name in _SECONDS:  # timedeltas are accepted; seconds are kept
+            object.__setattr__(self, name, rules.to_seconds(getattr(self, name)))
         for name in rules.JOB_OPTIONS:
             rules.check(rules.JOB_OPTIONS, name, getattr(self, name))
-        for name in _SECONDS:  # timedeltas are accepted; seconds are kept
+        for name in _SECONDS:
             value = getattr(self, name)
             if value is not None:
-                seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-                object.__setattr__(self, name, seconds)
+                object.__setattr__(self, name, float(value))
         run_after = self.run_after
         if run_after is not None:
             if not isinstance(run_after, datetime | timedelta):

@@ -91,7 +91,8 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
     max_attempts = spec.resolved_max_attempts
     run_after: datetime | None = spec.resolved_run_after()
     ids: list[int] = []
-    with db.cursor() as cursor:
+    # One transaction (a savepoint inside the caller's): every job is written, or none.
+    with db.atomic(), db.cursor() as cursor:
         raw = psycopg_cursor(cursor)
         if run_after is None:
             raw.execute(sql.TRANSACTION_NOW)

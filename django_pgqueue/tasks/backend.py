@@ -64,7 +64,8 @@ class PgQueueBackend(BaseTaskBackend):
                 f"{', '.join(OPTION_NAMES)}."
             )
         try:
-            JobSpec(name="options", **{name: self.options.get(name) for name in OPTION_NAMES})
+            defaults: dict[str, Any] = {name: self.options.get(name) for name in OPTION_NAMES}
+            JobSpec(name="options", **defaults)
         except (TypeError, ValueError) as exc:
             raise InvalidTaskBackend(f"{where}['OPTIONS']: {exc}") from None
         self.max_attempts: int | None = self.options.get("max_attempts")

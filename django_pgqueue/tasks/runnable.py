@@ -26,6 +26,7 @@ from django.utils.json import normalize_json
 from django_pgqueue import registry
 from django_pgqueue.exceptions import UnknownJob
 from django_pgqueue.retries import is_final_attempt
+from django_pgqueue.rules import to_seconds
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import dumps
 from django_pgqueue.tasks.results import result_from_job, task_as_enqueued
@@ -42,7 +43,7 @@ _backend_defaults: dict[str, dict[str, Any]] = {}
 
 
 def set_backend_defaults(alias: str, options: Mapping[str, Any]) -> None:
-    _backend_defaults[alias] = {name: options.get(name) for name in OPTION_NAMES}
+    _backend_defaults[alias] = {name: to_seconds(options.get(name)) for name in OPTION_NAMES}
 
 
 def task_spec(task: PgQueueTask) -> JobSpec:
@@ -56,9 +57,9 @@ def task_spec(task: PgQueueTask) -> JobSpec:
         priority=int(task.priority),
         run_after=task.run_after,
         max_attempts=task.max_attempts,
-        backoff_base=task.backoff_base,
-        backoff_max=task.backoff_max,
-        timeout=task.timeout,
+        backoff_base=to_seconds(task.backoff_base),
+        backoff_max=to_seconds(task.backoff_max),
+        timeout=to_seconds(task.timeout),
     ).with_defaults(**_backend_defaults.get(task.backend, {}))
 
 
