@@ -50,9 +50,8 @@ def test_unstorable_arguments_are_refused_before_any_sql(args, kwargs, message):
 
 @pytest.mark.parametrize(("args", "kwargs", "message"), UNSTORABLE)
 def test_unstorable_arguments_are_refused_at_enqueue_on_commit(args, kwargs, message):
-    with transaction.atomic():
-        with pytest.raises(InvalidJobArguments, match=message):
-            echo.enqueue_on_commit(*args, **kwargs)
+    with transaction.atomic(), pytest.raises(InvalidJobArguments, match=message):
+        echo.enqueue_on_commit(*args, **kwargs)
     assert Job.objects.count() == 0
 
 
