@@ -15,6 +15,7 @@ from django.db import connection
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
 from tests.testapp import jobs
+from tests.utils import output as worker_output
 from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,7 +102,7 @@ def test_sigkill_of_the_whole_worker_loses_no_job(tmp_path):
     proc = start_worker("--processes", "2", "--threads", "2", env=env)
     wait_until(lambda: len(recorded(out)) >= 40)
     os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    proc.wait(timeout=30)
     owned_at_kill = set(Job.objects.filter(status="running").values_list("id", flat=True))
     assert owned_at_kill, "the kill should have caught jobs mid-flight"
 
@@ -143,7 +144,7 @@ def test_a_second_signal_exits_at_once_and_the_jobs_are_recovered(tmp_path):
     os.killpg(proc.pid, signal.SIGTERM)
     time.sleep(1.5)  # later than the 1 s window in which a repeat counts as the same request
     os.killpg(proc.pid, signal.SIGTERM)
-    proc.communicate(timeout=10)
+    proc.wait(timeout=10)
     assert proc.returncode != 0
     assert Job.objects.get().status == "running"
     Job.objects.update(args=[str(out), "quick", 0.0])
@@ -229,8 +230,8 @@ def test_a_hung_job_fails_on_its_timeout_and_the_worker_carries_on(tmp_path):
 def test_max_jobs_exits_after_that_many_jobs():
     jobs.noop.enqueue_many([()] * 20)
     proc = start_worker("--max-jobs", "5")
-    output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, output
+    proc.wait(timeout=60)
+    assert proc.returncode == 0, worker_output(proc)
     assert statuses() == Counter({"completed": 5, "pending": 15})
 
 

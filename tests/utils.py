@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,32 @@ def manage(*args: str) -> list[str]:
 def start_worker(
     *args: str, env: dict[str, str] | None = None, **popen: Any
 ) -> subprocess.Popen[str]:
-    """Start ``manage.py run_jobs ARGS`` in its own process group; output captured as text."""
-    return subprocess.Popen(
+    """Start ``manage.py run_jobs ARGS`` in its own process group.
+
+    Its output goes to a temporary file (an unread pipe would block the worker once full);
+    :func:`stop` and :func:`output` read it.
+    """
+    log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed by stop())
+        mode="w+", prefix="pgqueue-worker-", suffix=".log", delete=False
+    )
+    proc = subprocess.Popen(
         manage("run_jobs", *args),
         env=env or worker_env(),
         cwd=ROOT,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
         **popen,
     )
+    proc.log_path = log.name  # type: ignore[attr-defined]
+    log.close()
+    return proc
+
+
+def output(proc: subprocess.Popen[str]) -> str:
+    """What the worker started by :func:`start_worker` has printed so far."""
+    return Path(proc.log_path).read_text(errors="replace")  # type: ignore[attr-defined]
 
 
 def run_worker(
@@ -95,5 +111,7 @@ def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 6
 
     if proc.poll() is None:
         os.killpg(proc.pid, sig or signal_module.SIGTERM)
-    out, _ = proc.communicate(timeout=timeout)
-    return out
+    proc.wait(timeout=timeout)
+    text = output(proc)
+    Path(proc.log_path).unlink(missing_ok=True)  # type: ignore[attr-defined]
+    return text

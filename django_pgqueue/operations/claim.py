@@ -71,10 +71,40 @@ def claim_counted(
             # ours. Claim again: that key is now visibly running.
             if attempt == CLAIM_RACE_RETRIES - 1:
                 logger.warning("Claim kept losing concurrency-key races: %s", exc)
-    jobs = [job for job in jobs_from_rows(db.alias, rows) if job.status == JobStatus.RUNNING]
+    jobs = []
+    for job in jobs_from_rows(db.alias, rows):
+        if job.status == JobStatus.RUNNING:
+            jobs.append(job)
+        if _reclaimed(job):
+            logger.warning(
+                "%s #%d reclaimed by %s: %s; %s",
+                job.name,
+                job.pk,
+                worker_id,
+                job.last_error,
+                f"attempt {job.attempts}/{job.max_attempts} starts"
+                if job.status == JobStatus.RUNNING
+                else "out of attempts, now dead",
+                extra={"job_id": job.pk, "queue": job.queue, "attempt": job.attempts},
+            )
     order = {name: i for i, name in enumerate(queues or ())}
     jobs.sort(key=lambda j: (order.get(j.queue, 0), -j.priority, j.run_after, j.pk))
     return jobs, len(rows)
+
+
+def _reclaimed(job: Job) -> bool:
+    """Whether the claim just took ``job`` from a worker that stopped heartbeating."""
+    last = job.errors[-1] if job.errors else None
+    return (
+        isinstance(last, dict)
+        and last.get("exception_class") == _WORKER_LOST
+        and job.last_error.startswith("WorkerLost:")
+        and last.get("attempt")
+        == (job.attempts if job.status == JobStatus.DEAD else job.attempts - 1)
+    )
+
+
+_WORKER_LOST = "django_pgqueue.exceptions.WorkerLost"
 
 
 def locked_jobs(db: Database, worker_id: str) -> list[Job]:

@@ -45,7 +45,7 @@ RETURNING id
 
 RELEASE = f"""
 UPDATE {TABLE} SET status = {_PENDING}, attempts = greatest(attempts - 1, 0), locked_at = NULL,
-    started_at = NULL
+    locked_by = NULL, started_at = NULL
 WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
 RETURNING id
 """

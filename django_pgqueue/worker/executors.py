@@ -170,7 +170,7 @@ class Executors:
 
     def _fail(self, running: _Running, exc: BaseException) -> Outcome:
         outcome = failure_outcome(running.job, exc, running.started_at, self.worker_id)
-        log_outcome(running.job, outcome)
+        log_outcome(running.job, outcome, self.worker_id)
         if self.journal is not None:
             self.journal.ended(outcome)
         return outcome
@@ -225,7 +225,7 @@ class Executors:
             connections.close_all()
             return False
         try:
-            log_outcome(job, outcome)
+            log_outcome(job, outcome, self.worker_id)
             if self.journal is not None:
                 self.journal.ended(outcome)
         except Exception:

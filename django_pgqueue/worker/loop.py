@@ -170,10 +170,18 @@ class Worker:
         now = time.monotonic()
         if self._first_signal_at is None:
             self._first_signal_at = now
-            logger.info("Received %s: finishing running jobs", signal.Signals(signum).name)
+            logger.info(
+                "Worker %s received %s: finishing running jobs",
+                self.worker_id,
+                signal.Signals(signum).name,
+            )
             self._events.put(_STOP)
         elif now - self._first_signal_at > SIGNAL_DEDUPE_WINDOW:
-            logger.warning("Second signal: exiting now; running jobs recover after the timeout")
+            logger.warning(
+                "Worker %s: second signal, exiting now; running jobs are recovered by the "
+                "supervisor (or after the visibility timeout)",
+                self.worker_id,
+            )
             os._exit(1)
         # Else the same shutdown request delivered twice (to the process group and forwarded
         # by the supervisor): nothing more to do.
@@ -224,7 +232,7 @@ class Worker:
                 ):
                     retry_at = self._flush()
                     flush_deadline = None
-                    if retry_at is not None:
+                    if retry_at is not None and not self.burst:  # burst: retries aren't waited for
                         next_claim = min(next_claim, retry_at)
                     else:
                         # A finished job may unblock a concurrency key: look once more.
@@ -348,11 +356,20 @@ class Worker:
         poll = now + settings.POLL_INTERVAL
         next_run = operations.next_run_after(self._connection, self.queues)
         if next_run is None:
+            logger.debug(
+                "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, poll - now
+            )
             return poll
         seconds = (next_run - timezone.now()).total_seconds()
         if seconds <= 0:
             # Runnable, but held by another claim or waiting for its concurrency key.
             return min(poll, now + BLOCKED_RECHECK)
+        logger.debug(
+            "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
+            self.worker_id,
+            seconds,
+            min(poll, now + seconds) - now,
+        )
         return min(poll, now + seconds)
 
     def _claim(self, limit: int) -> int:
@@ -361,6 +378,7 @@ class Worker:
         jobs, taken = operations.claim_counted(
             self._connection, self.worker_id, self.queues, limit, settings.VISIBILITY_TIMEOUT
         )
+        logger.debug("Worker %s claimed %d of %d jobs asked", self.worker_id, taken, limit)
         for job in jobs:
             self._claimed[job.pk] = job
             self._executors.submit(job)
@@ -382,6 +400,7 @@ class Worker:
             raise
         if self._journal is not None:
             self._journal.written(o.job_id for o in outcomes)
+        logger.debug("Worker %s wrote %d outcomes", self.worker_id, len(written))
         retry_at: datetime | None = None
         for outcome in outcomes:
             self._claimed.pop(outcome.job_id, None)
@@ -451,7 +470,11 @@ class Worker:
                     for job_id in unstarted:
                         self._claimed.pop(job_id, None)
                     if handed:
-                        logger.info("Handed %d unstarted jobs back to the queue", len(handed))
+                        logger.info(
+                            "Handed %d unstarted jobs back to the queue (worker %s)",
+                            len(handed),
+                            self.worker_id,
+                        )
                 if self._outcomes:
                     self._flush()
                 if not self._claimed:

@@ -182,31 +182,51 @@ def perform(job: Job, worker_id: str) -> Outcome:
     return outcome
 
 
-def log_outcome(job: Job, outcome: Outcome) -> None:
-    duration_ms = (
-        (outcome.finished_at or timezone.now()) - outcome.started_at
-    ).total_seconds() * 1000
-    if outcome.outcome == "completed":
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "%s #%d queue=%s attempt=%d/%d completed in %.1fms",
-                job.name,
-                job.pk,
-                job.queue,
-                job.attempts,
-                job.max_attempts,
-                duration_ms,
-            )
+def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> None:
+    """One line per attempt: what happened, how long it ran, and for a retry when it comes.
+
+    The record carries ``job_id``, ``job_name``, ``queue``, ``attempt``, ``outcome``,
+    ``duration`` (seconds) and ``worker_id`` as attributes, for structured (JSON) formatters.
+    """
+    level = logging.INFO if outcome.outcome == "completed" else logging.ERROR
+    if not logger.isEnabledFor(level):
         return
-    logger.error(
-        "%s #%d queue=%s attempt=%d/%d %s in %.1fms%s",
-        job.name,
-        job.pk,
-        job.queue,
-        job.attempts,
-        job.max_attempts,
-        "failed, will retry" if outcome.outcome == "retried" else "failed, now dead",
-        duration_ms,
-        f" (next attempt at {outcome.run_after.isoformat()})" if outcome.run_after else "",
-        exc_info=outcome.exception,
-    )
+    duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
+    extra = {
+        "job_id": job.pk,
+        "job_name": job.name,
+        "queue": job.queue,
+        "attempt": job.attempts,
+        "outcome": outcome.outcome,
+        "duration": duration,
+        "worker_id": worker_id,
+    }
+    head = f"{job.name} #{job.pk} queue={job.queue} attempt {job.attempts}/{job.max_attempts}"
+    ran = f"after {_seconds(duration)}"
+    if outcome.outcome == "completed":
+        logger.info("%s completed %s", head, ran, extra=extra)
+    elif outcome.outcome == "retried" and outcome.run_after is not None:
+        wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
+        logger.error(
+            "%s failed %s; retry %d/%d in %s at %s",
+            head,
+            ran,
+            job.attempts + 1,
+            job.max_attempts,
+            _seconds(wait),
+            outcome.run_after.isoformat(timespec="milliseconds"),
+            exc_info=outcome.exception,
+            extra=extra,
+        )
+    else:
+        logger.error("%s failed %s; now dead", head, ran, exc_info=outcome.exception, extra=extra)
+
+
+def _seconds(value: float) -> str:
+    """``0.8 ms``, ``1.25 s``, ``3 min 20 s``: a duration a person reads at a glance."""
+    if value < 1:
+        return f"{value * 1000:.1f} ms"
+    if value < 120:
+        return f"{value:.2f} s"
+    minutes, seconds = divmod(round(value), 60)
+    return f"{minutes} min {seconds} s"

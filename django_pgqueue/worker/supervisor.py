@@ -167,12 +167,12 @@ class Supervisor:
         how = _describe_exit(code)
         self._recover(child, how)
         if self.stopping:
-            logger.info("Worker process %d exited (%d)", child.pid, code)
+            logger.info("Worker process %d (%s) exited (%d)", child.pid, child.worker_id, code)
             return
         if code == 0 and (self.burst or self.processes == 1):
             # Burst: no runnable job left. One process: --max-jobs reached, and run_jobs exits
             # as it would unsupervised (with --processes P, the process is replaced).
-            logger.info("Worker process %d finished", child.pid)
+            logger.info("Worker process %d (%s) finished", child.pid, child.worker_id)
             return
         if code == 0:
             # Reached --max-jobs: a fresh process at once.
@@ -183,11 +183,12 @@ class Supervisor:
         failures = 1 if lived >= HEALTHY_RUN else child.failures + 1
         delay = min(RESTART_DELAY_MAX, 0.5 * 2 ** (failures - 1))
         logger.error(
-            "Worker process %d died (%s) after %.1fs; restarting in %.1fs",
+            "Worker process %d died (%s) after %.1fs; restarting in %.1fs (worker %s)",
             child.pid,
             how,
             lived,
             delay,
+            child.worker_id,
         )
         self.restarts.append((time.monotonic() + delay, child.index, failures))
 

@@ -1,0 +1,88 @@
+"""What the worker logs: one line per attempt a person can act on, with structured fields."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from django.test import override_settings
+
+from django_pgqueue.models import Job
+from django_pgqueue.worker import Worker
+from tests.testapp import jobs
+from tests.utils import run_worker, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def drain(**options: object) -> None:
+    Worker(burst=True, worker_id="logs", **options).run()  # type: ignore[arg-type]
+
+
+def records(caplog: pytest.LogCaptureFixture, **fields: object) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if all(getattr(r, name, None) == value for name, value in fields.items())
+    ]
+
+
+@override_settings(PGQUEUE_BACKOFF_BASE=30, PGQUEUE_BACKOFF_JITTER=0)
+def test_a_retry_says_which_attempt_comes_when(caplog):
+    caplog.set_level(logging.INFO, logger="django_pgqueue")
+    created = jobs.always_fails.enqueue()
+    drain()
+    (line,) = records(caplog, job_id=created.pk)
+    message = line.getMessage()
+    assert re.search(r"attempt 1/3 failed after [\d.]+ ms; retry 2/3 in 30\.00 s at ", message)
+    assert (line.outcome, line.attempt, line.queue, line.worker_id) == (
+        "retried",
+        1,
+        "default",
+        "logs",
+    )
+    assert line.duration < 30  # the attempt's own duration, not the wait before the retry
+
+
+def test_a_last_failure_says_dead_and_a_success_its_duration(caplog):
+    caplog.set_level(logging.INFO, logger="django_pgqueue")
+    dead = jobs.always_fails.using(max_attempts=1).enqueue()
+    fine = jobs.add.enqueue(1, 2)
+    drain()
+    (dead_line,) = records(caplog, job_id=dead.pk)
+    assert dead_line.getMessage().endswith("; now dead")
+    assert dead_line.levelno == logging.ERROR
+    (fine_line,) = records(caplog, job_id=fine.pk)
+    assert re.search(r"attempt 1/5 completed after [\d.]+ ms$", fine_line.getMessage())
+    assert fine_line.outcome == "completed"
+
+
+def test_a_job_reclaimed_from_a_dead_worker_is_a_warning_naming_it(caplog):
+    caplog.set_level(logging.INFO, logger="django_pgqueue")
+    created = jobs.add.enqueue(1, 1)
+    Job.objects.claim("gone-worker")
+    Job.objects.filter(pk=created.pk).update(locked_at="2000-01-01T00:00:00Z")
+    drain()
+    warnings = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "reclaimed by logs" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+    assert "worker gone-worker stopped heartbeating" in warnings[0].getMessage()
+    assert Job.objects.get(pk=created.pk).status == "completed"
+
+
+def test_verbosity_two_shows_claims_flushes_and_sleeps_and_zero_only_problems():
+    jobs.add.enqueue_many([(1, 1)] * 3)
+    verbose = run_worker("-v", "2", env=worker_env())
+    assert verbose.returncode == 0, verbose.stderr
+    assert "claimed 3 of" in verbose.stderr
+    assert "wrote 3 outcomes" in verbose.stderr
+    jobs.always_fails.using(max_attempts=1).enqueue()
+    jobs.add.enqueue(2, 2)
+    quiet = run_worker("-v", "0", env=worker_env())
+    assert quiet.returncode == 0, quiet.stderr
+    assert "completed after" not in quiet.stderr
+    assert "now dead" in quiet.stderr
