@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from django_pgqueue.fields import TolerantJSONField
 from django_pgqueue.managers import JobManager, JobQuerySet
 from django_pgqueue.states import ACTIVE, FINISHED, PRIORITY_MAX, PRIORITY_MIN, JobStatus
 
@@ -21,8 +22,8 @@ class Job(models.Model):
     id = models.BigAutoField(primary_key=True)
     queue = models.CharField(max_length=100, db_default="default")
     name = models.CharField(max_length=255, help_text="Registered name of the job function.")
-    args = models.JSONField(default=list, db_default=models.Value([], models.JSONField()))
-    kwargs = models.JSONField(default=dict, db_default=models.Value({}, models.JSONField()))
+    args = TolerantJSONField(default=list, db_default=models.Value([], models.JSONField()))
+    kwargs = TolerantJSONField(default=dict, db_default=models.Value({}, models.JSONField()))
     status = models.CharField(
         max_length=16,
         choices=JobStatus.choices,
@@ -44,12 +45,12 @@ class Job(models.Model):
     )
     locked_by = models.CharField(max_length=255, null=True, blank=True)
     last_error = models.TextField(blank=True, db_default="", default="")
-    errors = models.JSONField(
+    errors = TolerantJSONField(
         default=list,
         db_default=models.Value([], models.JSONField()),
         help_text="One entry per failed attempt (attempt, worker_id, exception_class, traceback).",
     )
-    result = models.JSONField(null=True, blank=True, help_text="JSON return value, on success.")
+    result = TolerantJSONField(null=True, blank=True, help_text="JSON return value, on success.")
     unique_key = models.CharField(max_length=255, null=True, blank=True)
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_default=Now())

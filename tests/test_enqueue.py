@@ -12,6 +12,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from django_pgqueue import InvalidJobArguments, job
+from django_pgqueue.decorators import DroppedPayloadsWarning
 from django_pgqueue.exceptions import DuplicateJobName
 from django_pgqueue.models import Job
 from tests.testapp import jobs
@@ -202,7 +203,8 @@ def test_enqueue_many_accepts_keyword_dicts_and_checks_every_item():
 
 def test_enqueue_many_deduplicates_unique_keys():
     existing = jobs.add.using(unique_key="k").enqueue(0, 0)
-    ids = jobs.add.using(unique_key="k").enqueue_many([(1, 1), (2, 2)])
+    with pytest.warns(DroppedPayloadsWarning, match="2 of 2 items have arguments that differ"):
+        ids = jobs.add.using(unique_key="k").enqueue_many([(1, 1), (2, 2)])
     assert ids == [existing.pk, existing.pk]
     assert Job.objects.count() == 1
 

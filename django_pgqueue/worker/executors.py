@@ -95,6 +95,7 @@ class Executors:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._started = 0
+        self._timeouts: dict[str, float | None] = {}
 
     def start(self) -> None:
         for _ in range(self.count):
@@ -139,7 +140,7 @@ class Executors:
         outcomes = []
         for running in overdue:
             job = running.job
-            timeout = registry.spec_for(job.name).resolved_timeout or 0
+            timeout = self._timeout(job.name) or 0
             exc = JobTimeout(f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout")
             outcomes.append(self._fail(running, exc))
             self._start_thread()
@@ -175,6 +176,14 @@ class Executors:
             self.journal.ended(outcome)
         return outcome
 
+    def _timeout(self, name: str) -> float | None:
+        """The job's timeout, looked up once per job name for this worker's life."""
+        try:
+            return self._timeouts[name]
+        except KeyError:
+            timeout = self._timeouts[name] = registry.spec_for(name).resolved_timeout
+            return timeout
+
     def _start_thread(self) -> None:
         self._started += 1
         thread = threading.Thread(
@@ -204,7 +213,7 @@ class Executors:
         attempt = (job.pk, job.attempts)
         started_at = timezone.now()
         try:
-            timeout = registry.spec_for(job.name).resolved_timeout
+            timeout = self._timeout(job.name)
             with self._lock:
                 self._running[attempt] = _Running(
                     job, started_at, time.monotonic() + timeout if timeout else None

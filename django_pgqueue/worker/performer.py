@@ -121,24 +121,27 @@ def result_json(job: Job, value: Any) -> str:
     )
 
 
-def roll_back_open_transactions() -> list[str]:
-    """Roll back what a job left open on this thread's Django connections; their aliases.
+def end_connections() -> list[str]:
+    """After a job: roll back what it left open, then close connections Django would close.
 
-    A job may leave ``transaction.atomic()`` entered, or autocommit off. Its writes are not
-    committed, so they must not look committed: the connection is closed (the server rolls the
-    transaction back) and its transaction state reset, so the next job starts clean.
+    ``close_old_connections`` plus one check in the same pass (this runs once per job): a job
+    may leave ``transaction.atomic()`` entered, or autocommit off. Its writes are not committed,
+    so they must not look committed: the connection is closed (the server rolls the
+    transaction back) and its transaction state reset, so the next job starts clean. Returns
+    the aliases that had a transaction open.
     """
     left_open = []
     for connection in connections.all(initialized_only=True):
-        if not connection.in_atomic_block and connection.get_autocommit():
-            continue
-        left_open.append(connection.alias)
-        connection.in_atomic_block = False
-        connection.savepoint_ids = []
-        connection.atomic_blocks = []
-        connection.needs_rollback = False
-        connection.commit_on_exit = True
-        connection.close()
+        if connection.in_atomic_block or not connection.get_autocommit():
+            left_open.append(connection.alias)
+            connection.in_atomic_block = False
+            connection.savepoint_ids = []
+            connection.atomic_blocks = []
+            connection.needs_rollback = False
+            connection.commit_on_exit = True
+            connection.close()
+        else:
+            connection.close_if_unusable_or_obsolete()
     return left_open
 
 
@@ -151,7 +154,7 @@ def perform(job: Job, worker_id: str) -> Outcome:
         if job.poison:
             raise PoisonJob(f"Job {job.name!r} #{job.pk} cannot be run as stored: {job.poison}")
         value = registry.get(job.name).run(job)
-        left_open = roll_back_open_transactions()
+        left_open = end_connections()
         if left_open:
             raise TransactionLeftOpen(
                 f"Job {job.name!r} #{job.pk} returned with a transaction still open on "
@@ -165,13 +168,15 @@ def perform(job: Job, worker_id: str) -> Outcome:
             finished_at=timezone.now(),
             result_json=result_json(job, value),
         )
-    except ResultNotStorable as exc:
+    except (ResultNotStorable, PoisonJob) as exc:
+        # Running it again would not help (and would do a finished job's work twice).
+        end_connections()
         outcome = failed(job, exc, started_at, worker_id, decide(job, retryable=False))
     except BaseException as exc:
-        # An unknown name retries with the default backoff (a newer deploy may know it).
+        # Anything the job raised, SystemExit and KeyboardInterrupt included, fails this
+        # attempt. An unknown name retries with the default backoff (a newer deploy may know it).
+        end_connections()
         outcome = failed(job, exc, started_at, worker_id, decide(job))
-    finally:
-        close_old_connections()
     signals.send(
         signals.job_finished,
         job=job,

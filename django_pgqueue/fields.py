@@ -1,0 +1,33 @@
+"""A JSONField that reads any jsonb PostgreSQL holds, including what Python's json can't take.
+
+jsonb accepts integers of thousands of digits and nesting far deeper than Python's recursion
+limit; ``json.loads`` refuses both. A row like that (written by hand, by another program, or
+by an older version) must not make every page and query that loads it fail: the value is read
+as :class:`UndecodableJSON`, a ``str`` of the raw JSON text, which the admin shows as it is and
+the worker fails as a poison job (it decodes rows itself, see ``operations.claim``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+
+class UndecodableJSON(str):
+    """The raw text of a jsonb value Python's json module cannot decode."""
+
+    __slots__ = ()
+
+
+class TolerantJSONField(models.JSONField):
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        try:
+            return super().from_db_value(value, expression, connection)
+        except (ValueError, RecursionError):
+            return UndecodableJSON(value)
+
+    def deconstruct(self) -> Any:
+        # Migrations see a plain JSONField: reading is all that differs, not the column.
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
