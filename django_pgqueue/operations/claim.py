@@ -41,14 +41,17 @@ def claim_counted(
     queues: Sequence[str] | None,
     limit: int,
     visibility_timeout: float,
+    *,
+    reclaim: bool = True,
 ) -> tuple[list[Job], int]:
     """Claim up to ``limit`` runnable jobs for ``worker_id`` with one SKIP LOCKED statement.
 
     ``queues`` are served in the order given (``None``: every queue). The returned jobs are
     ``running``, locked by ``worker_id``, with their attempt counted, in the order to run them.
-    Abandoned jobs that ran out of attempts went ``dead`` in the same statement and are left
-    out of the jobs, but counted in the rows taken (the second value): a claim that took
-    ``limit`` rows was not short of work.
+    With ``reclaim`` (the manager always; the worker about once a second), running jobs whose
+    worker stopped heartbeating are taken first, in a statement of their own; those out of
+    attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
+    (the second value): a claim that took ``limit`` rows was not short of work.
     """
     params: dict[str, Any] = {
         "worker": worker_id,
@@ -60,7 +63,13 @@ def claim_counted(
         params["queues"] = list(queues)
         statement = sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
-    for attempt in range(CLAIM_RACE_RETRIES):
+    if reclaim:
+        with db.atomic(), db.cursor() as cursor:
+            cursor.execute(sql.RECLAIM_NAMED_QUEUES if queues else sql.RECLAIM_ALL_QUEUES, params)
+            rows = cursor.fetchall()
+        params["limit"] = limit - len(rows)
+    stale_rows, rows = rows, []
+    for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
         try:
             with db.atomic(), db.cursor() as cursor:
                 cursor.execute(statement, params)
@@ -71,6 +80,7 @@ def claim_counted(
             # ours. Claim again: that key is now visibly running.
             if attempt == CLAIM_RACE_RETRIES - 1:
                 logger.warning("Claim kept losing concurrency-key races: %s", exc)
+    rows = stale_rows + rows
     jobs = []
     for job in jobs_from_rows(db.alias, rows):
         if job.status == JobStatus.RUNNING:

@@ -1,8 +1,8 @@
 """The claim: one statement that takes up to ``limit`` jobs for a worker.
 
-* ``stale``: running jobs whose heartbeat is older than the visibility timeout (their worker
-  died). Recovery rides on the claim: there is no reaper to deploy.
-* ``fresh``: runnable pending jobs, per queue in the order given, priority then run_after.
+* ``RECLAIM_*``: running jobs whose heartbeat is older than the visibility timeout (their worker
+  died). Workers run it about once a second, besides their claims: there is no reaper to deploy.
+* ``CLAIM_*``: runnable pending jobs, per queue in the order given, priority then run_after.
   A job with a concurrency key is skipped while another job with that key runs; the advisory
   lock keeps two concurrent claims from both taking the same key, and the partial unique
   index ``pgqueue_job_one_running_per_key`` is the final word.
@@ -56,24 +56,34 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
     return f"CASE WHEN {_LOST_FOR_GOOD} THEN {then} ELSE {otherwise} END"
 
 
-_CLAIM = f"""
-WITH stale AS MATERIALIZED (
-    SELECT id FROM {TABLE}
-    WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
-      {{stale_queue_filter}}
-    ORDER BY locked_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), fresh AS MATERIALIZED ({{fresh}}
+# Runnable pending jobs, at most one per concurrency key.
+_PICK_FRESH = """
+WITH fresh AS MATERIALIZED ({fresh}
 ), picked AS (
-    SELECT id FROM stale
-    UNION ALL
     (SELECT id FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
     (SELECT DISTINCT ON (concurrency_key) id FROM fresh WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
-)
+)"""
+
+# Running jobs whose heartbeat is older than the visibility timeout: their worker died.
+# A statement of its own, run about once a second, not with every claim: under MVCC pressure
+# (a transaction pinning the xmin horizon) this index range fills with dead entries of
+# finished jobs, and every claim would walk them.
+_PICK_STALE = f"""
+WITH picked AS (
+    SELECT id FROM {TABLE}
+    WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
+      {{queue_filter}}
+    ORDER BY locked_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)"""
+
+# Both update the picked rows the same way; fresh rows take the ELSE branches.
+_CLAIM = f"""
+{{picked}}
 UPDATE {TABLE} j SET
     status = {_when_lost_for_good(_DEAD, _RUNNING)},
     -- least(): a row whose counter is at the integer limit still claims (and then fails).
@@ -96,9 +106,11 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {", ".join(f"j.{c}" for c in JOB_COLUMNS)}
 """
 
-CLAIM_ALL_QUEUES = _CLAIM.format(stale_queue_filter="", fresh=_FRESH_ALL_QUEUES)
-CLAIM_NAMED_QUEUES = _CLAIM.format(
-    stale_queue_filter="AND queue = ANY(%(queues)s::text[])", fresh=_FRESH_NAMED_QUEUES
+CLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_ALL_QUEUES))
+CLAIM_NAMED_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_NAMED_QUEUES))
+RECLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_STALE.format(queue_filter=""))
+RECLAIM_NAMED_QUEUES = _CLAIM.format(
+    picked=_PICK_STALE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")
 )
 
 #: The jobs a worker holds (claimed, running), e.g. when its process died.

@@ -48,6 +48,8 @@ logger = logging.getLogger("django_pgqueue.worker")
 BLOCKED_RECHECK = 0.2
 # How far ahead jobs are claimed: enough to keep the executors busy for about this long.
 PREFETCH_WINDOW = 0.2
+# How often a claim also takes back the jobs of workers that stopped heartbeating.
+RECLAIM_INTERVAL = 1.0
 # Signals this close to the first are one request arriving twice (systemd and terminals signal
 # the whole process group, and the supervisor forwards the same signal).
 SIGNAL_DEDUPE_WINDOW = 1.0
@@ -117,6 +119,7 @@ class Worker:
         self._executors = Executors(self.worker_id, threads, self._events, journal)
         self._listener: Listener | None = None
         self._avg_duration = 0.01
+        self._next_reclaim = 0.0  # when the next claim also takes back stale jobs
 
     # ----- public API ------------------------------------------------------------------------
 
@@ -375,15 +378,31 @@ class Worker:
     def _claim(self, limit: int) -> int:
         """Claim up to ``limit`` jobs and queue them for the executors; returns the rows taken
         (jobs found dead in the claim count: the claim was not short of work)."""
-        jobs, taken = operations.claim_counted(
-            self._connection, self.worker_id, self.queues, limit, settings.VISIBILITY_TIMEOUT
-        )
+        reclaim = time.monotonic() >= self._next_reclaim
+        jobs, taken = self._claim_once(limit, reclaim=reclaim)
+        if taken < limit and not reclaim and self.burst:
+            # A burst ends when a claim comes up short: look for stale jobs too before that.
+            more, more_taken = self._claim_once(limit - taken, reclaim=True)
+            jobs += more
+            taken += more_taken
         logger.debug("Worker %s claimed %d of %d jobs asked", self.worker_id, taken, limit)
         for job in jobs:
             self._claimed[job.pk] = job
             self._executors.submit(job)
         self.stats.claimed += len(jobs)
         return taken
+
+    def _claim_once(self, limit: int, *, reclaim: bool) -> tuple[list[Job], int]:
+        if reclaim:
+            self._next_reclaim = time.monotonic() + RECLAIM_INTERVAL
+        return operations.claim_counted(
+            self._connection,
+            self.worker_id,
+            self.queues,
+            limit,
+            settings.VISIBILITY_TIMEOUT,
+            reclaim=reclaim,
+        )
 
     def _flush(self) -> float | None:
         """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
