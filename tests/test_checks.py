@@ -67,3 +67,16 @@ def test_migrations_match_the_models():
     out = StringIO()
     call_command("makemigrations", "django_pgqueue", "--check", "--dry-run", stdout=out)
     assert "No changes detected" in out.getvalue()
+
+
+def test_the_settings_page_lists_every_rule():
+    """docs/settings.md shows what rules.py enforces, for every setting and job option."""
+    from pathlib import Path
+
+    from django_pgqueue import rules
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "settings.md").read_text()
+    for name, rule in rules.SETTINGS.items():
+        assert f"| `PGQUEUE_{name}` | {rule.describe()} |" in page, name
+    for name, rule in rules.JOB_OPTIONS.items():
+        assert f"| `{name}` | {rule.describe()} |" in page, name
