@@ -7,6 +7,7 @@ Python, ``sql_list(ACTIVE)`` inside a statement. See ``docs/lifecycle.md`` for t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 
 from django.db import models
 
@@ -22,6 +23,14 @@ class JobStatus(models.TextChoices):
     COMPLETED = "completed", "Completed"
     DEAD = "dead", "Dead"
     CANCELLED = "cancelled", "Cancelled"
+
+
+class Attempt(StrEnum):
+    """How one attempt ended (``job_finished``'s ``outcome``, the worker's logs)."""
+
+    COMPLETED = "completed"
+    RETRIED = "retried"
+    DEAD = "dead"
 
 
 #: Jobs that still hold their unique key: waiting or being run.

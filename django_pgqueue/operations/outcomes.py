@@ -12,7 +12,7 @@ from django.utils import timezone
 from django_pgqueue.operations.db import CONNECTION_ERRORS, DATABASE_ERRORS, Database
 from django_pgqueue.sql import dumps
 from django_pgqueue.sql import outcomes as sql
-from django_pgqueue.states import JobStatus
+from django_pgqueue.states import Attempt, JobStatus
 
 logger = logging.getLogger("django_pgqueue.worker")
 
@@ -30,7 +30,7 @@ class Outcome:
     error: str | None = None
     error_entry_json: str | None = None
     #: For logging and signals; not written.
-    outcome: str = "completed"  # completed | retried | dead
+    outcome: str = Attempt.COMPLETED
     exception: BaseException | None = None
 
 
@@ -99,7 +99,7 @@ def unstorable(outcome: Outcome, exc: BaseException) -> Outcome:
         result_json=None,
         error=text,
         error_entry_json=None,
-        outcome="dead",
+        outcome=Attempt.DEAD,
     )
 
 

@@ -9,17 +9,19 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask
 
+from django_pgqueue.states import JobStatus
+
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
     from django_pgqueue.tasks.base import PgQueueTask
 
 #: Our status -> Django's.
 STATUS_MAP: dict[str, TaskResultStatus] = {
-    "pending": TaskResultStatus.READY,
-    "running": TaskResultStatus.RUNNING,
-    "completed": TaskResultStatus.SUCCESSFUL,
-    "dead": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
+    JobStatus.PENDING: TaskResultStatus.READY,
+    JobStatus.RUNNING: TaskResultStatus.RUNNING,
+    JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.DEAD: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
 }
 
 
@@ -46,7 +48,7 @@ def result_from_job[**P, R](job: Job, task: Task[P, R], alias: str) -> TaskResul
         ],
         worker_ids=worker_ids(job),
     )
-    if job.status == "completed":
+    if job.status == JobStatus.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
 
@@ -57,7 +59,7 @@ def worker_ids(job: Job) -> list[str]:
     Every failed attempt left an entry in ``errors`` (a lost worker's too, added when its job
     is reclaimed); a running or completed job's latest attempt is ``locked_by``'s.
     """
-    finished_attempt = job.status in ("running", "completed")
+    finished_attempt = job.status in (JobStatus.RUNNING, JobStatus.COMPLETED)
     failed = max(job.attempts - 1, 0) if finished_attempt else job.attempts
     entries = (job.errors or [])[-failed:] if failed else []
     ids = [str(entry.get("worker_id") or "") for entry in entries]

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django_pgqueue import registry
 from django_pgqueue.exceptions import ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
-from django_pgqueue.states import JobStatus
+from django_pgqueue.states import Attempt, JobStatus
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.performer import decide, failed, log_outcome, perform
 
@@ -70,7 +70,7 @@ def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_i
             finished_at=None,
             run_after=timezone.now() + timedelta(seconds=60),
             error=f"{type(exc).__name__} (worker error while recording this failure)",
-            outcome="retried",
+            outcome=Attempt.RETRIED,
             exception=exc,
         )
 

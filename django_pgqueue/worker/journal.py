@@ -33,7 +33,7 @@ from pathlib import Path
 from django_pgqueue import operations
 from django_pgqueue.exceptions import WorkerCrashed
 from django_pgqueue.operations import Database, Outcome
-from django_pgqueue.states import JobStatus
+from django_pgqueue.states import Attempt, JobStatus
 
 logger = logging.getLogger("django_pgqueue.worker")
 
@@ -229,7 +229,7 @@ def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
             job.pk,
             worker_id,
             how,
-            "retried" if outcome.outcome == "retried" else "now dead",
+            "retried" if outcome.outcome == Attempt.RETRIED else "now dead",
         )
     unstarted = [job.pk for job in held if job.pk not in started]
     if unstarted:

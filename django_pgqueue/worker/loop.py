@@ -32,7 +32,7 @@ from django.utils import timezone
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import CONNECTION_ERRORS, DATABASE_ERRORS, Outcome
-from django_pgqueue.states import JobStatus
+from django_pgqueue.states import Attempt, JobStatus
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
 from django_pgqueue.worker.journal import Journal
@@ -434,7 +434,7 @@ class Worker:
                 continue
             if outcome.status == JobStatus.COMPLETED:
                 self.stats.completed += 1
-            elif outcome.outcome == "retried":
+            elif outcome.outcome == Attempt.RETRIED:
                 self.stats.retried += 1
                 if outcome.run_after is not None and (
                     retry_at is None or outcome.run_after < retry_at

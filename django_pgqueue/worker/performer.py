@@ -22,7 +22,7 @@ from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionL
 from django_pgqueue.operations import Outcome
 from django_pgqueue.retries import RetryDecision
 from django_pgqueue.sql import dumps
-from django_pgqueue.states import JobStatus
+from django_pgqueue.states import Attempt, JobStatus
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -77,7 +77,7 @@ def failed(
             run_after=now + timedelta(seconds=decision.delay),
             error=text,
             error_entry_json=dumps(entry),
-            outcome="retried",
+            outcome=Attempt.RETRIED,
             exception=exc,
         )
     return Outcome(
@@ -87,7 +87,7 @@ def failed(
         finished_at=now,
         error=text,
         error_entry_json=dumps(entry),
-        outcome="dead",
+        outcome=Attempt.DEAD,
         exception=exc,
     )
 
@@ -193,7 +193,7 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     The record carries ``job_id``, ``job_name``, ``queue``, ``attempt``, ``outcome``,
     ``duration`` (seconds) and ``worker_id`` as attributes, for structured (JSON) formatters.
     """
-    level = logging.INFO if outcome.outcome == "completed" else logging.ERROR
+    level = logging.INFO if outcome.outcome == Attempt.COMPLETED else logging.ERROR
     if not logger.isEnabledFor(level):
         return
     duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
@@ -208,9 +208,9 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     }
     head = f"{job.name} #{job.pk} queue={job.queue} attempt {job.attempts}/{job.max_attempts}"
     ran = f"after {_seconds(duration)}"
-    if outcome.outcome == "completed":
+    if outcome.outcome == Attempt.COMPLETED:
         logger.info("%s completed %s", head, ran, extra=extra)
-    elif outcome.outcome == "retried" and outcome.run_after is not None:
+    elif outcome.outcome == Attempt.RETRIED and outcome.run_after is not None:
         wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
         logger.error(
             "%s failed %s; retry %d/%d in %s at %s",

@@ -1,0 +1,107 @@
+"""The package's shape, as docs/development.md describes it, kept by tests."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "django_pgqueue"
+MAX_LINES = 400
+#: Who may execute SQL: the queue's operations; the dashboard's read-only numbers; the
+#: benchmark's measurements; the worker's LISTEN; the migrations.
+MAY_EXECUTE = ("operations/", "stats/", "bench/", "worker/listener.py", "migrations/")
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(relative.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def top_level_imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """Modules of the package imported when ``path`` is imported (not inside functions or
+    ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for child in ast.walk(node) if not isinstance(node, ast.FunctionDef) else []:
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                base = child.module
+                for alias in child.names:
+                    full = f"{base}.{alias.name}"
+                    names.add(full if full in known else base)
+            elif isinstance(child, ast.Import):
+                names.update(alias.name for alias in child.names)
+    return {n for n in names if n in known}
+
+
+def test_no_import_cycles_in_the_package():
+    known = modules()
+    graph = {name: top_level_imports(path, known) for name, path in known.items()}
+    # A package imports its own submodules through __init__: that is not a cycle.
+    for name, deps in graph.items():
+        graph[name] = {d for d in deps if not d.startswith(name + ".")}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep) :] + [dep])
+            elif dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_modules_stay_small():
+    too_big = {
+        str(path.relative_to(PACKAGE)): n
+        for path in PACKAGE.rglob("*.py")
+        if "migrations" not in path.parts
+        and (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not too_big, too_big
+
+
+def test_only_the_operations_execute_queue_sql():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith(MAY_EXECUTE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute", "executemany", "copy")
+            ):
+                offenders.append(f"{relative}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def test_no_raw_status_strings_outside_states():
+    statuses = {"pending", "running", "completed", "dead", "cancelled"}
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative in ("states.py",) or relative.startswith("migrations/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in statuses:
+                offenders.append(f"{relative}:{node.lineno} {node.value!r}")
+    assert not offenders, offenders
