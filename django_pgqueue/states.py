@@ -46,10 +46,6 @@ PRUNED_AFTER_RETENTION: tuple[str, ...] = (JobStatus.COMPLETED.value, JobStatus.
 #: Finished jobs a manual retry applies to (pending jobs that failed at least once, too).
 RETRYABLE: tuple[str, ...] = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 
-# Kept for code written against 0.1.
-ACTIVE_STATUSES = ACTIVE
-FINISHED_STATUSES = FINISHED
-
 
 def sql_list(statuses: Iterable[str]) -> str:
     """``'a', 'b'`` for ``status IN (...)`` in a SQL constant (the values are our own names)."""

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 RETRYABLE_Q = Q(status__in=RETRYABLE) | Q(status=JobStatus.PENDING, attempts__gt=0)
 
 
-#: Jobs waiting for their ``run_after``.
 def scheduled_q() -> Q:
+    """Jobs waiting for their ``run_after`` (built per call: it reads the clock)."""
     return Q(status=JobStatus.PENDING, run_after__gt=timezone.now())
 
 
