@@ -22,7 +22,7 @@ space := $(empty) $(empty)
 PYENV_BINS := $(subst $(space),:,$(strip $(wildcard $(PYENV_ROOT)/versions/3.1[2-9]*/bin)))
 TOX_PATH := $(if $(PYENV_BINS),$(PYENV_BINS):)$(PATH)
 
-.PHONY: help demo test lint format type tox check ci venv db db-url db-stop db-destroy clean
+.PHONY: help demo test lint format type tox check ci venv dist db db-url db-stop db-destroy clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -54,6 +54,12 @@ ci: ## What CI runs (.ci/run)
 
 venv: $(VENV)/.installed-dev ## Make .venv with the project and its dev tools
 
+dist: $(VENV)/.installed-dev ## Build the sdist and the wheel into dist/ and check them (twine check)
+	rm -rf dist build
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
+	@ls -l dist
+
 db-url: $(VENV)/.installed-example ## Print the DATABASE_URL the tests and the demo use
 	@$(PY) scripts/pgdb.py url --database pgqueue_demo
 
@@ -81,12 +87,16 @@ $(VENV)/.created:
 	fi
 	@touch $@
 
+# A .venv made before the distribution was renamed has it installed as "django-pgqueue" (the
+# name of an unrelated project on the package index): that registration goes first.
 $(VENV)/.installed-example: pyproject.toml | $(VENV)/.created
+	@$(PIP) uninstall --quiet --yes django-pgqueue 2>/dev/null || true
 	@echo "Installing django_pgqueue and the example project's dependencies into $(VENV)..."
 	@$(PIP) install --quiet --editable '.[example]'
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/.created
+	@$(PIP) uninstall --quiet --yes django-pgqueue 2>/dev/null || true
 	@echo "Installing django_pgqueue with its test and dev tools into $(VENV)..."
 	@$(PIP) install --quiet --editable '.[dev]'
 	@touch $@ $(VENV)/.installed-example

@@ -11,7 +11,7 @@ from django_pgqueue.exceptions import InvalidJobArguments, PgQueueError, Unknown
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.states import JobStatus
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
     "InvalidJobArguments",
