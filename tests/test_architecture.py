@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "django_pgqueue"
@@ -62,3 +65,35 @@ def test_no_import_cycles_in_the_package():
         if name not in state:
             visit(name, [name])
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_runtime_does_not_import_the_benchmark():
+    """``import django_pgqueue``, the app's start-up, the worker, the admin and the other
+    commands never import ``django_pgqueue.bench`` (a tool, not part of the runtime)."""
+    runtime = [
+        name
+        for name in modules()
+        if not name.startswith("django_pgqueue.bench")
+        and not name.startswith("django_pgqueue.migrations")
+        and name != "django_pgqueue.management.commands.pgqueue_bench"
+    ]
+    code = (
+        "import sys, django\n"
+        "import django_pgqueue\n"
+        "django.setup()\n"
+        "import importlib\n"
+        f"for name in {runtime!r}: importlib.import_module(name)\n"
+        "import tests.urls\n"
+        "print(sorted(m for m in sys.modules if m.startswith('django_pgqueue.bench')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert len(runtime) > 40  # the worker, the admin, the commands... were all imported

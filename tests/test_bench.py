@@ -6,14 +6,20 @@ No timing is asserted: the figures depend on the machine.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_pgqueue import bench
+import django_pgqueue.bench.run as bench_run
+from django_pgqueue import bench, registry
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
+from django_pgqueue.states import JobStatus
 from tests.testapp import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,10 +114,10 @@ def test_bad_options_are_refused():
 
 
 def test_cleanup_after_a_failure(monkeypatch):
-    def boom(self):
+    def boom(run):
         raise bench.BenchError("interrupted")
 
-    monkeypatch.setattr(bench.Bench, "enqueue_single", boom)
+    monkeypatch.setitem(bench.PHASES, "single", bench.Phase("single", boom))
     with pytest.raises(bench.BenchError):
         run_bench("--jobs=30", "--phases=enqueue,drain,single")
     assert bench_rows() == 0
@@ -121,3 +127,51 @@ def test_percentile():
     assert bench.percentile([3.0], 99) == 3.0
     assert bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert bench.percentile(list(map(float, range(101))), 99) == 99.0
+
+
+def test_every_phase_is_in_the_registry_and_drain_brings_its_jobs():
+    assert list(bench.PHASES) == ["enqueue", "drain", "single", "pickup", "history"]
+    run = bench.Bench(bench.BenchOptions(phases=["drain"]))
+    assert run.to_run() == ["enqueue", "drain"]
+    with pytest.raises(ValueError, match="Unknown phases: nope"):
+        bench.Bench(bench.BenchOptions(phases=["nope"]))
+
+
+def test_a_new_phase_runs_in_its_place_and_leaves_no_rows(monkeypatch):
+    seen = []
+
+    def count_pending(run):
+        seen.append(Job.objects.filter(queue=run.queue, status=JobStatus.PENDING).count())
+
+    phases = dict(bench.PHASES)
+    phases["count"] = bench.Phase("count", count_pending, needs=("enqueue",))
+    monkeypatch.setattr(bench_run, "PHASES", phases)
+    result = bench.Bench(bench.BenchOptions(jobs=7, phases=["count"])).run()
+    assert seen == [7]
+    assert result.enqueue_bulk_per_s is not None
+    assert bench_rows() == 0
+
+
+def test_the_bench_jobs_are_registered_when_it_runs_not_when_it_is_imported():
+    code = (
+        "import django; django.setup()\n"
+        "from django_pgqueue import registry\n"
+        "import django_pgqueue.bench\n"
+        "from django.core.management import load_command_class\n"
+        "load_command_class('django_pgqueue', 'pgqueue_bench')\n"
+        "print(sorted(n for n in registry.names() if n.startswith('django_pgqueue.bench')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.strip() == "[]"
+    run_bench("--jobs=5", "--phases=enqueue", "--no-progress")
+    assert {"django_pgqueue.bench.noop", "django_pgqueue.bench.record_start"} <= set(
+        registry.names()
+    )

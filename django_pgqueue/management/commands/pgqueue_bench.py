@@ -4,57 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgqueue import bench
-
-
-class BarProgress:
-    """A one-line progress bar on a terminal; one line per phase anywhere else."""
-
-    width = 24
-
-    def __init__(self, stream: TextIO, enabled: bool = True) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self.live = enabled and stream.isatty()
-        self.phase = ""
-        self.total: int | None = None
-        self.started = 0.0
-
-    def start(self, phase: str, total: int | None = None) -> None:
-        self.phase, self.total, self.started = phase, total, time.monotonic()
-        if self.live:
-            self._draw(0)
-        elif self.enabled:
-            self.stream.write(f"{phase} ...\n")
-            self.stream.flush()
-
-    def update(self, done: int) -> None:
-        if self.live:
-            self._draw(done)
-
-    def finish(self, summary: str) -> None:
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.started
-        line = f"{self.phase:<40} {summary} ({elapsed:.1f} s)"
-        self.stream.write(f"\r\033[K{line}\n" if self.live else f"  {line}\n")
-        self.stream.flush()
-
-    def _draw(self, done: int) -> None:
-        elapsed = time.monotonic() - self.started
-        if self.total:
-            filled = min(self.width, int(self.width * done / self.total))
-            bar = "#" * filled + "-" * (self.width - filled)
-            status = f"[{bar}] {done:,}/{self.total:,}"
-        else:
-            status = "[" + "." * (int(elapsed * 4) % (self.width + 1)) + "]"
-        self.stream.write(f"\r\033[K{self.phase:<40} {status} {elapsed:.1f} s")
-        self.stream.flush()
+from django_pgqueue.bench.progress import BarProgress
 
 
 class Command(BaseCommand):
@@ -180,13 +135,8 @@ class Command(BaseCommand):
                 batch_size=options["batch_size"],
                 progress=progress,
             )
-            self.stdout.write(
-                f"Worker RSS after {memory.first_jobs:,} jobs: {memory.rss_kib_first:,} KiB\n"
-                f"Worker RSS after {memory.jobs:,} jobs: {memory.rss_kib_end:,} KiB "
-                f"(peak {memory.hwm_kib_end:,} KiB, {memory.seconds:.0f} s)"
-            )
-            for done, rss in memory.samples:
-                self.stdout.write(f"  {done:>10,} jobs: {rss:,} KiB")
+            for line in bench.memory_lines(memory):
+                self.stdout.write(line)
             if options["json"]:
                 self.stdout.write(json.dumps(memory.__dict__, default=str))
             return
@@ -206,28 +156,7 @@ class Command(BaseCommand):
             ),
             progress=progress,
         ).run()
-        self.write_table(result)
+        for line in bench.table_lines(result):
+            self.stdout.write(line)
         if options["json"]:
             self.stdout.write(json.dumps(result.as_json(), default=str))
-
-    def write_table(self, result: bench.BenchResult) -> None:
-        rows = [("figure", "measured", "target"), *bench.describe(result)]
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        self.stdout.write("")
-        for index, (name, value, target) in enumerate(rows):
-            self.stdout.write(f"{name:<{widths[0]}}  {value:>{widths[1]}}  {target}")
-            if index == 0:
-                self.stdout.write("  ".join("-" * w for w in widths))
-        self.stdout.write("")
-        for name, value in result.details.items():
-            self.stdout.write(f"{name}: {value}")
-        machine = result.machine
-        self.stdout.write(
-            f"machine: {machine.get('cpu_count')} CPUs ({machine.get('cpu_model')}), "
-            f"load {machine.get('load_average_1m')}, PostgreSQL {machine.get('postgresql')} "
-            f"(synchronous_commit={machine.get('postgresql_synchronous_commit')}, "
-            f"autovacuum={machine.get('postgresql_autovacuum')}), "
-            f"Python {machine.get('python')}, Django {machine.get('django')}, "
-            f"psycopg {machine.get('psycopg')} ({machine.get('psycopg_impl')})"
-        )
-        self.stdout.write("settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items()))

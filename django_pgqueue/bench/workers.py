@@ -1,0 +1,78 @@
+"""The workers a benchmark measures: the real ``run_jobs`` command, in forked children."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+from django.core.management import call_command
+from django.db import connections
+
+
+class WorkerProcess:
+    """``manage.py run_jobs`` in a forked child: the real command, with the bench jobs known."""
+
+    def __init__(self, **run_jobs_options: Any) -> None:
+        self.options = run_jobs_options
+        self.pid: int | None = None
+        self.exit_code: int | None = None
+        self.cpu_seconds = 0.0
+
+    def start(self) -> None:
+        # Never share a database connection across fork.
+        connections.close_all()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: run the command, never return into the caller
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                call_command("run_jobs", verbosity=0, **self.options)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        if self.exit_code is None and self.pid is not None:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                self.exit_code = os.waitstatus_to_exitcode(status)
+                # The child's and its reaped children's (the supervisor reaps its workers).
+                self.cpu_seconds = rusage.ru_utime + rusage.ru_stime
+        return self.exit_code
+
+    def wait(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.exit_code
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (a graceful stop), then SIGKILL if it has not exited in ``timeout``."""
+        if self.pid is None or self.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        if self.wait(timeout) is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.wait(5.0)
+
+    def rss_kib(self, key: str = "VmRSS") -> int:
+        """``VmRSS`` (or ``VmHWM``...) of the child from /proc, in KiB; 0 when unavailable."""
+        with contextlib.suppress(OSError), open(f"/proc/{self.pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+        return 0
