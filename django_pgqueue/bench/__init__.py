@@ -22,6 +22,8 @@ module                 holds
 ``report``             the human-readable table
 ``progress``           how a phase reports itself (a bar on a terminal)
 ``jobs``               the no-op jobs, registered on demand
+``scenarios/``         ``--scenario``: the queue over time under MVCC pressure (its own
+                       sampling statements, producer, pressure connections, SVG chart)
 =====================  ==============================================================
 
 Adding a phase (a scenario measured in the scratch queue): a module in ``phases/`` with a

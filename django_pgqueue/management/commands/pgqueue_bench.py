@@ -10,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgqueue import bench
 from django_pgqueue.bench.progress import BarProgress
+from django_pgqueue.bench.scenarios import report as scenario_report
+from django_pgqueue.bench.scenarios import runner as scenarios
 
 
 class Command(BaseCommand):
@@ -30,14 +32,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--processes",
             type=int,
-            default=defaults.processes,
-            help=f"Worker processes for the drain (default: {defaults.processes}).",
+            default=None,
+            help=f"Worker processes for the drain (default: {defaults.processes}) or the "
+            "scenario (default: 1).",
         )
         parser.add_argument(
             "--threads",
             type=int,
-            default=defaults.threads,
-            help=f"Threads per worker process (default: {defaults.threads}).",
+            default=None,
+            help=f"Threads per worker process (default: {defaults.threads}; 8 for a scenario).",
         )
         parser.add_argument(
             "--batch-size",
@@ -95,6 +98,7 @@ class Command(BaseCommand):
             default=1_000_000,
             help="Jobs run for --memory (default: 1,000,000).",
         )
+        self.add_scenario_arguments(parser)
         parser.add_argument(
             "--json",
             action="store_true",
@@ -104,11 +108,99 @@ class Command(BaseCommand):
             "--no-progress", action="store_true", help="No progress output on stderr."
         )
 
+    def add_scenario_arguments(self, parser: CommandParser) -> None:
+        s = scenarios.ScenarioOptions()
+        parser.add_argument(
+            "--scenario",
+            choices=scenarios.SCENARIOS,
+            help="Instead of the figures above: the queue over time under a fixed load, "
+            "through warmup, clean, stress and recovery phases (see docs/performance.md).",
+        )
+        parser.add_argument(
+            "--minutes",
+            type=float,
+            default=None,
+            help=f"Length of the scenario's stress phase in minutes (default: {s.stress:g} s).",
+        )
+        for name, default, text in (
+            ("rate", s.rate, "Jobs per second offered"),
+            ("stress-rate", None, "high-load: jobs per second offered while stressed (2x rate)"),
+            ("job-ms", s.job_ms, "Each job sleeps this long (ms)"),
+            ("warmup", s.warmup, "Warm-up phase (s)"),
+            ("clean", s.clean, "Clean phase (s)"),
+            ("stress", s.stress, "Stress phase (s)"),
+            ("recovery", s.recovery, "Recovery phase (s)"),
+            ("sample-seconds", s.sample_seconds, "Length of one sample window (s)"),
+            (
+                "reader-transaction-seconds",
+                s.reader_transaction_seconds,
+                "active-readers: length of each reader's transaction (s)",
+            ),
+            ("drain-timeout", s.drain_timeout, "Wait this long for the backlog at the end (s)"),
+        ):
+            parser.add_argument(
+                f"--{name}", type=float, default=default, help=f"{text} (default: {default})."
+            )
+        parser.add_argument(
+            "--readers", type=int, default=s.readers, help="active-readers: connections."
+        )
+        parser.add_argument(
+            "--output-dir",
+            default=s.output_dir,
+            help="Where the scenario writes its samples (.jsonl) and chart (.svg).",
+        )
+
+    def handle_scenario(self, options: dict[str, Any], progress: BarProgress) -> None:
+        seconds = {}
+        for name in ("warmup", "clean", "stress", "recovery", "drain_timeout"):
+            if options[name] < 0:
+                raise CommandError(f"--{name.replace('_', '-')} must not be negative")
+            seconds[name] = options[name]
+        if options["minutes"] is not None:
+            if options["minutes"] <= 0:
+                raise CommandError("--minutes must be positive")
+            seconds["stress"] = options["minutes"] * 60
+        for name in ("rate", "job_ms", "sample_seconds", "reader_transaction_seconds"):
+            if options[name] <= 0:
+                raise CommandError(f"--{name.replace('_', '-')} must be positive")
+        if options["stress_rate"] is not None and options["stress_rate"] <= 0:
+            raise CommandError("--stress-rate must be positive")
+        result = scenarios.ScenarioRun(
+            scenarios.ScenarioOptions(
+                scenario=options["scenario"],
+                rate=options["rate"],
+                stress_rate=options["stress_rate"],
+                job_ms=options["job_ms"],
+                processes=options["processes"] or 1,
+                threads=options["threads"] or 8,
+                sample_seconds=options["sample_seconds"],
+                readers=options["readers"],
+                reader_transaction_seconds=options["reader_transaction_seconds"],
+                output_dir=options["output_dir"],
+                **seconds,
+            ),
+            progress=progress,
+        ).run()
+        for line in scenario_report.lines(result):
+            self.stdout.write(line)
+        if options["json"]:
+            self.stdout.write(json.dumps(result.as_json(), default=str))
+
     def handle(self, *args: Any, **options: Any) -> None:
+        defaults = bench.BenchOptions()
+        for name in ("processes", "threads", "readers"):
+            if options[name] is not None and options[name] < 1:
+                raise CommandError(f"--{name} must be at least 1")
+        # The raw stream under Django's OutputWrapper, which would end every write with "\n".
+        stream: TextIO = getattr(self.stderr, "_out", sys.stderr)
+        progress = BarProgress(stream, enabled=not options["no_progress"])
+        if options["scenario"]:
+            self.handle_scenario(options, progress)
+            return
+        options["processes"] = options["processes"] or defaults.processes
+        options["threads"] = options["threads"] or defaults.threads
         for name in (
             "jobs",
-            "processes",
-            "threads",
             "single_samples",
             "pickup_samples",
             "history_rows",
@@ -124,10 +216,6 @@ class Command(BaseCommand):
         unknown = sorted(set(phases) - set(bench.PHASES))
         if unknown:
             raise CommandError(f"Unknown phases: {', '.join(unknown)}")
-        # The raw stream under Django's OutputWrapper, which would end every write with "\n".
-        stream: TextIO = getattr(self.stderr, "_out", sys.stderr)
-        progress = BarProgress(stream, enabled=not options["no_progress"])
-
         if options["memory"]:
             memory = bench.run_memory(
                 jobs=options["memory_jobs"],

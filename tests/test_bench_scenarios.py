@@ -1,0 +1,108 @@
+"""``pgqueue_bench --scenario`` with tiny phases: the report's structure, never its speed."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_pgqueue import bench
+from django_pgqueue.bench.scenarios import runner
+from django_pgqueue.models import Job
+from django_pgqueue.models import Worker as WorkerRow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TINY = [
+    "--warmup=1",
+    "--clean=2",
+    "--stress=2",
+    "--recovery=2",
+    "--sample-seconds=1",
+    "--rate=50",
+    "--threads=2",
+    "--drain-timeout=60",
+    "--no-progress",
+    "--json",
+]
+
+
+def run_scenario(name: str, tmp_path: Path, *extra: str) -> tuple[dict, list[str]]:
+    out = StringIO()
+    call_command(
+        "pgqueue_bench", f"--scenario={name}", f"--output-dir={tmp_path}", *TINY, *extra, stdout=out
+    )
+    lines = out.getvalue().splitlines()
+    return json.loads(lines[-1]), lines[:-1]
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        ("idle-in-tx", ()),
+        ("active-readers", ("--readers=2", "--reader-transaction-seconds=1")),
+        ("high-load", ("--stress-rate=100",)),
+    ],
+)
+def test_scenario_reports_every_phase_samples_and_chart(tmp_path, name, extra):
+    data, table = run_scenario(name, tmp_path, *extra)
+
+    assert data["scenario"] == name
+    assert [p["name"] for p in data["phases"]] == list(runner.PHASES)
+    for phase in data["phases"]:
+        assert set(phase) >= {
+            "offered_per_s",
+            "completed_per_s",
+            "worst_10s_completion_pct",
+            "p50_ms",
+            "p95_ms",
+            "p99_ms",
+            "max_depth",
+            "dead_tuples_end",
+            "dead_tuples_max",
+        }
+        assert phase["offered_per_s"] > 0
+        assert "pgqueue_job" in phase["dead_tuples_max"]
+    assert {"autovacuum", "synchronous_commit", "server_version"} <= set(data["server"])
+    assert data["details"]["unfinished_at_end"] == 0
+    assert data["details"]["pressure"] == {"high-load": "none"}.get(name, name)
+    assert data["settings"]["stress_rate"] == (100 if name == "high-load" else 50)
+
+    # One JSON line per window of every phase, in time order.
+    samples = [json.loads(line) for line in Path(data["samples_path"]).read_text().splitlines()]
+    assert [s["phase"] for s in samples] == ["warmup"] + ["clean"] * 2 + ["stress"] * 2 + [
+        "recovery"
+    ] * 2
+    assert [s["t"] for s in samples] == sorted(s["t"] for s in samples)
+    for sample in samples:
+        assert {"offered", "completed", "p95_ms", "depth", "dead_tuples", "index_kib"} <= set(
+            sample
+        )
+    assert sum(s["offered"] for s in samples) > 0
+
+    svg = Path(data["chart_path"]).read_text()
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    for phase in runner.PHASES:
+        assert f">{phase}</text>" in svg
+    assert "<polyline" in svg
+
+    # The human-readable table: a row per phase, then the server's settings.
+    assert [line.split()[0] for line in table[2:6]] == list(runner.PHASES)
+    assert any(line.startswith("server: PostgreSQL") for line in table)
+
+    # Nothing of the scratch queue is left behind.
+    assert not Job.objects.filter(queue__startswith=bench.QUEUE_PREFIX).exists()
+    assert not WorkerRow.objects.filter(worker_id__startswith=bench.QUEUE_PREFIX).exists()
+
+
+def test_minutes_sets_the_stress_phase_and_bad_values_are_refused(tmp_path):
+    with pytest.raises(CommandError, match="--minutes"):
+        call_command("pgqueue_bench", "--scenario=idle-in-tx", "--minutes=0", stdout=StringIO())
+    with pytest.raises(CommandError, match="--rate"):
+        call_command("pgqueue_bench", "--scenario=idle-in-tx", "--rate=-1", stdout=StringIO())
+    data, _ = run_scenario("idle-in-tx", tmp_path, "--minutes=0.05")
+    assert data["settings"]["stress"] == pytest.approx(3.0)
+    assert [p["seconds"] for p in data["phases"]] == [1.0, 2.0, 3.0, 2.0]
