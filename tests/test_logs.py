@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 
 import pytest
 from django.test import override_settings
 
 from django_pgqueue.models import Job
+from django_pgqueue.models import Worker as WorkerRow
 from django_pgqueue.worker import Worker
 from tests.testapp import jobs
-from tests.utils import run_worker, worker_env
+from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +88,24 @@ def test_verbosity_two_shows_claims_flushes_and_sleeps_and_zero_only_problems():
     assert quiet.returncode == 0, quiet.stderr
     assert "completed after" not in quiet.stderr
     assert "now dead" in quiet.stderr
+    # Only warnings and errors: no lifecycle lines either (INFO), no claims (DEBUG).
+    for info in ("Supervisor", "started: queues=", "stopped:", "finished", "claimed"):
+        assert info not in quiet.stderr
+
+
+def test_every_lifecycle_line_names_its_worker_or_supervisor():
+    jobs.record.enqueue_many([("/dev/null", f"j{i}", 0.2) for i in range(6)])
+    proc = start_worker("--processes", "2", "--worker-id", "lc")
+    try:
+        wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).count() == 2)
+    finally:
+        text = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 0, text
+    names = ("lc.0", "lc.1", f"Supervisor {proc.pid}")
+    lifecycle = [line for line in text.splitlines() if " #" not in line]  # not a job's line
+    assert len(lifecycle) >= 7, text  # supervisor start, 2 x started/received/stopped...
+    for line in lifecycle:
+        assert any(name in line for name in names), line
+    received = [line for line in lifecycle if "received SIGTERM" in line]
+    assert len(received) == 3, text  # the supervisor and each worker, each named
+    assert len(set(received)) == 3

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
@@ -42,6 +43,29 @@ def test_burst_drains_jobs_and_exits_zero():
     assert result.stderr.count("tests.testapp.jobs.add #") == 50
     assert "Traceback (most recent call last)" in result.stderr
     assert "RuntimeError: boom" in result.stderr
+
+
+def test_burst_never_waits_for_a_retry_backoff(tmp_path):
+    out = tmp_path / "out"
+    failing = jobs.always_fails.enqueue()
+    jobs.record.enqueue_many([(str(out), f"slow-{i}", 0.5) for i in range(3)])
+    # A 10-minute backoff: a worker that waited for it would hit run_worker's deadline.
+    result = run_worker("--threads", "1", env=worker_env(PGQUEUE_BACKOFF_BASE="600"))
+    assert result.returncode == 0, result.stderr
+    row = Job.objects.get(pk=failing.pk)
+    assert (row.status, row.attempts) == ("pending", 1)
+    assert row.run_after > timezone.now() + timedelta(minutes=9)
+    assert "retry 2/3 in 10 min 0 s" in result.stderr
+    assert statuses() == Counter({"completed": 3, "pending": 1})
+
+
+def test_burst_runs_retries_that_are_due_while_it_runs(tmp_path):
+    # tests.settings: PGQUEUE_BACKOFF_BASE = 0, so each retry is due at once.
+    created = jobs.fails_until.enqueue(str(tmp_path / "count"), 3)
+    result = run_worker()
+    assert result.returncode == 0, result.stderr
+    row = Job.objects.get(pk=created.pk)
+    assert (row.status, row.attempts, row.result) == ("completed", 3, 3)
 
 
 def test_quiet_verbosity_drops_the_per_job_lines():
@@ -135,24 +159,40 @@ def test_sigterm_hands_back_unstarted_jobs_and_finishes_running_ones(tmp_path):
     assert not Job.objects.filter(status="running").exists()
 
 
-def test_a_second_signal_exits_at_once_and_the_jobs_are_recovered(tmp_path):
+def test_a_second_signal_exits_at_once_and_sets_every_job_right(tmp_path):
     out = tmp_path / "out"
-    jobs.record.enqueue(str(out), "slow", 30.0)
-    env = worker_env(PGQUEUE_VISIBILITY_TIMEOUT="2", PGQUEUE_HEARTBEAT_INTERVAL="0.5")
-    proc = start_worker(env=env)
-    wait_until(lambda: Job.objects.filter(status="running").exists())
+    jobs.record.enqueue_many([(str(out), f"slow-{i}", 30.0) for i in range(4)])
+    # One thread: one job runs, the other three are claimed ahead and wait in the process.
+    proc = start_worker("--threads", "1", "--batch-size", "10")
+    wait_until(lambda: Job.objects.filter(status="running").count() == 4)
     os.killpg(proc.pid, signal.SIGTERM)
+    wait_until(lambda: Job.objects.filter(status="running").count() == 1)  # 3 handed back
+    running = Job.objects.get(status="running")
     time.sleep(1.5)  # later than the 1 s window in which a repeat counts as the same request
     os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=10)
-    assert proc.returncode != 0
-    assert Job.objects.get().status == "running"
-    Job.objects.update(args=[str(out), "quick", 0.0])
-    time.sleep(2.5)  # the lock goes stale after the 2 s visibility timeout
-    result = run_worker(env=env)
-    assert result.returncode == 0
-    row = Job.objects.get()
-    assert (row.status, row.attempts) == ("completed", 2)
+    proc.wait(timeout=30)
+    text = worker_output(proc)
+    assert proc.returncode == 1, text
+    assert "second signal, killing workers now" in text
+    # Nothing is left running under a dead worker's name, and no pending job names one.
+    assert not Job.objects.filter(status="running").exists(), text
+    assert not Job.objects.filter(locked_by__isnull=False).exists(), text
+    rows = {row.pk: row for row in Job.objects.all()}
+    interrupted = [row for row in rows.values() if row.attempts == 1]
+    assert len(interrupted) == 1, rows
+    (row,) = interrupted
+    assert row.pk == running.pk
+    assert row.status == "pending"
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.WorkerCrashed"
+    assert "killed by a second signal to run_jobs" in row.last_error
+    assert {r.attempts for r in rows.values() if r.pk != row.pk} == {0}, "hand-back spends none"
+
+    # They all run on the next worker (the interrupted one once its backoff is over).
+    Job.objects.update(args=[str(out), "quick", 0.0], run_after=timezone.now())
+    result = run_worker()
+    assert result.returncode == 0, result.stderr
+    assert statuses() == Counter({"completed": 4})
+    assert Job.objects.get(pk=row.pk).attempts == 2
 
 
 def test_terminated_database_connections_do_not_stop_the_worker(tmp_path):

@@ -60,6 +60,7 @@ def retry(jobs: QuerySet[Job]) -> list[int]:
         "attempts": 0,
         "run_after": timezone.now(),
         "locked_at": None,
+        "locked_by": None,
         "started_at": None,
         "finished_at": None,
     }

@@ -22,6 +22,8 @@ UPDATE {TABLE} j SET
     finished_at = d.finished_at,
     result = d.result,
     locked_at = NULL,
+    -- A retry waits unowned; a finished job keeps the worker that ran its last attempt.
+    locked_by = CASE WHEN d.status = {_PENDING} THEN NULL ELSE j.locked_by END,
     last_error = coalesce(d.error, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
              ELSE j.errors || jsonb_build_array(d.error_entry) END

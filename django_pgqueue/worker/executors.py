@@ -165,7 +165,9 @@ class Executors:
             )
             outcomes.append(self._fail(running, exc))
         for thread in dead:
-            logger.error("Executor thread %s died; starting another", thread.name)
+            logger.error(
+                "Worker %s: executor thread %s died; starting another", self.worker_id, thread.name
+            )
             self._start_thread()
         return outcomes
 
@@ -222,7 +224,7 @@ class Executors:
                 self.journal.started(job.pk)
             outcome = perform(job, self.worker_id)
         except BaseException as exc:
-            logger.exception("Worker error around job #%d", job.pk)
+            logger.exception("Worker %s: error around job #%d", self.worker_id, job.pk)
             outcome = failure_outcome(job, exc, started_at, self.worker_id)
         with self._lock:
             self._running.pop(attempt, None)
@@ -230,7 +232,11 @@ class Executors:
             self._abandoned.discard(attempt)
         if abandoned:
             # Its timeout outcome is recorded and a new thread took this one's place.
-            logger.warning("Job #%d finished after its timeout; result dropped", job.pk)
+            logger.warning(
+                "Worker %s: job #%d finished after its timeout; result dropped",
+                self.worker_id,
+                job.pk,
+            )
             connections.close_all()
             return False
         try:
@@ -238,6 +244,10 @@ class Executors:
             if self.journal is not None:
                 self.journal.ended(outcome)
         except Exception:
-            logger.exception("Could not log or journal the outcome of job #%d", job.pk)
+            logger.exception(
+                "Worker %s: could not log or journal the outcome of job #%d",
+                self.worker_id,
+                job.pk,
+            )
         self.events.put(outcome)
         return True

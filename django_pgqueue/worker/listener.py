@@ -27,6 +27,7 @@ class Listener(threading.Thread):
         wake: Callable[[], None],
     ) -> None:
         super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
+        self.worker_id = worker_id
         self.connection = QueueConnection(alias, f"pgqueue listener {worker_id}")
         self.queues = frozenset(queues) if queues else None
         self.wake = wake
@@ -43,12 +44,16 @@ class Listener(threading.Thread):
                 self._listen()
             except CONNECTION_ERRORS as exc:
                 self.listening.clear()
-                logger.warning("Listener lost its connection (%s); reconnecting", exc)
+                logger.warning(
+                    "Worker %s: listener lost its connection (%s); reconnecting",
+                    self.worker_id,
+                    exc,
+                )
                 self.connection.close()
                 backoff.sleep(self.stopping)
             except Exception:
                 self.listening.clear()
-                logger.exception("Listener failed; restarting it")
+                logger.exception("Worker %s: listener failed; restarting it", self.worker_id)
                 self.connection.close()
                 backoff.sleep(self.stopping)
             else:

@@ -274,12 +274,15 @@ class Worker:
                 delay = backoff.failed()
                 if isinstance(exc, CONNECTION_ERRORS):
                     logger.warning(
-                        "Queue database unreachable (%s); retrying in %.1fs",
+                        "Worker %s: queue database unreachable (%s); retrying in %.1fs",
+                        self.worker_id,
                         str(exc).strip(),
                         delay,
                     )
                 else:
-                    logger.exception("Queue database error; retrying in %.1fs", delay)
+                    logger.exception(
+                        "Worker %s: queue database error; retrying in %.1fs", self.worker_id, delay
+                    )
                 self._connection.close()
                 self._drain_events(delay)
                 if self._stopping:
@@ -287,7 +290,9 @@ class Worker:
             except Exception:
                 # A bug of ours must not take the worker down with the jobs it holds.
                 delay = backoff.failed()
-                logger.exception("Worker loop error; carrying on in %.1fs", delay)
+                logger.exception(
+                    "Worker %s: loop error; carrying on in %.1fs", self.worker_id, delay
+                )
                 self._drain_events(delay)
                 if self._stopping:
                     return
@@ -427,7 +432,9 @@ class Worker:
             if outcome.job_id not in written:
                 self.stats.lost += 1
                 logger.warning(
-                    "Job #%d: outcome %s dropped; its lock expired and another worker owns it",
+                    "Worker %s: job #%d's outcome %s dropped; its lock expired and another "
+                    "worker owns it",
+                    self.worker_id,
                     outcome.job_id,
                     outcome.outcome,
                 )
@@ -452,7 +459,9 @@ class Worker:
         if owned_ids:
             still = operations.heartbeat(self._connection, self.worker_id, owned_ids)
             for job_id in set(owned_ids) - still:
-                logger.warning("Job #%d is no longer ours: its lock expired", job_id)
+                logger.warning(
+                    "Worker %s: job #%d is no longer ours: its lock expired", self.worker_id, job_id
+                )
                 self._executors.lost.add(job_id)
         operations.report_worker(
             self._connection, self.worker_id, self.queues, self.threads, self.stats.finished
@@ -501,8 +510,9 @@ class Worker:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     logger.warning(
-                        "Shutdown timeout: %d jobs still running; they will be reclaimed after "
-                        "the visibility timeout",
+                        "Worker %s: shutdown timeout with %d jobs still running; they will be "
+                        "reclaimed after the visibility timeout",
+                        self.worker_id,
                         len(self._claimed),
                     )
                     break
@@ -510,7 +520,9 @@ class Worker:
                 if self._claimed and time.monotonic() - deadline < 0:
                     self._heartbeat()
             except DATABASE_ERRORS as exc:
-                logger.warning("Queue database error during shutdown (%s)", exc)
+                logger.warning(
+                    "Worker %s: queue database error during shutdown (%s)", self.worker_id, exc
+                )
                 self._connection.close()
                 if time.monotonic() >= deadline:
                     break

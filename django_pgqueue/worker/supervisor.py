@@ -7,7 +7,8 @@ segfault, the OOM killer) never takes ``run_jobs`` down. Before restarting a chi
 reads the child's journal (:mod:`~django_pgqueue.worker.journal`) and, on its own connection,
 writes the outcomes the child had not written, charges an attempt to exactly the jobs that were
 running, and hands back the ones merely claimed. SIGTERM/SIGINT are forwarded to the children
-for a graceful shutdown; a second signal kills them at once. Children get SIGTERM if the
+for a graceful shutdown; a second signal kills them at once and sets their jobs right the same
+way before exiting (a third exits without waiting for that). Children get SIGTERM if the
 supervisor itself dies.
 """
 
@@ -68,6 +69,7 @@ class Supervisor:
         self.restarts: list[tuple[float, int, int]] = []  # (when, index, failures)
         self.stopping = False
         self.first_signal_at: float | None = None
+        self.killing = False  # a second signal: children killed, their jobs still set right
         self.failed = False
         self.journals = Path(tempfile.mkdtemp(prefix="pgqueue-journals-"))
         self.connection = QueueConnection(settings.DATABASE, f"pgqueue supervisor {os.getpid()}")
@@ -84,18 +86,36 @@ class Supervisor:
                 signal.signal(signum, handler)
             self.connection.close()
             shutil.rmtree(self.journals, ignore_errors=True)
-        return 1 if self.failed and self.burst else 0
+        return 1 if self.killing or (self.failed and self.burst) else 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
         if self.first_signal_at is None:
             self.first_signal_at = now
-            logger.info("Supervisor received %s: stopping workers", signal.Signals(signum).name)
+            logger.info(
+                "Supervisor %d received %s: stopping workers",
+                os.getpid(),
+                signal.Signals(signum).name,
+            )
             self.stopping = True
             self._signal_children(signal.SIGTERM)
-        elif now - self.first_signal_at > SIGNAL_DEDUPE_WINDOW:
-            logger.warning("Second signal: killing workers now")
+        elif now - self.first_signal_at <= SIGNAL_DEDUPE_WINDOW:
+            return  # the same request delivered twice (process group, then forwarded)
+        elif not self.killing:
+            # Kill now, but still set their jobs right (in _watch, not in a signal handler):
+            # the running ones are charged an attempt, the unstarted ones handed back.
+            logger.warning(
+                "Supervisor %d: second signal, killing workers now; their jobs are handed "
+                "back (another signal exits without that)",
+                os.getpid(),
+            )
+            self.killing = True
             self._signal_children(signal.SIGKILL)
+        else:
+            logger.warning(
+                "Supervisor %d: third signal, exiting now; jobs still held are reclaimed later",
+                os.getpid(),
+            )
             os._exit(1)
 
     def _signal_children(self, signum: int) -> None:
@@ -112,6 +132,7 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
+            worker_id = f"process {os.getpid()}"
             try:
                 os.close(read_end)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -125,7 +146,7 @@ class Supervisor:
                     worker_id=worker_id, journal=Journal(journal), **self.worker_options
                 ).run()
             except BaseException:
-                logger.exception("Worker process crashed")
+                logger.exception("Worker %s crashed", worker_id)
             finally:
                 logging.shutdown()
                 os._exit(code)
@@ -194,7 +215,11 @@ class Supervisor:
 
     def _recover(self, child: _Child, how: str) -> None:
         """Set right what a dead child left in the table (its journal says what it held)."""
-        for attempt in range(RECOVERY_ATTEMPTS):
+        if self.killing:
+            how = f"{how}, killed by a second signal to run_jobs"
+        # Killing: one try, without waiting for a database that is down.
+        attempts = 1 if self.killing else RECOVERY_ATTEMPTS
+        for attempt in range(attempts):
             try:
                 recover(self.connection, child.journal, child.worker_id, how)
                 return
@@ -205,9 +230,10 @@ class Supervisor:
                     child.worker_id,
                     str(exc).strip(),
                     attempt + 1,
-                    RECOVERY_ATTEMPTS,
+                    attempts,
                 )
-                time.sleep(min(RESTART_DELAY_MAX, 0.5 * 2**attempt))
+                if attempt + 1 < attempts:
+                    time.sleep(min(RESTART_DELAY_MAX, 0.5 * 2**attempt))
             except Exception:
                 logger.exception("Could not recover the jobs of worker %s", child.worker_id)
                 return
