@@ -20,6 +20,7 @@ import psycopg.errors
 from django.db import connections
 
 from django_pgqueue.conf import settings
+from django_pgqueue.operations.db import CONNECTION_ERRORS
 
 logger = logging.getLogger("django_pgqueue.worker")
 
@@ -131,3 +132,17 @@ class Backoff:
             stop.wait(delay)
         else:
             time.sleep(delay)
+
+
+def log_database_error(worker_id: str, exc: BaseException, delay: float) -> None:
+    """The loop lost its connection (a warning) or the database refused a statement (with the
+    traceback); it retries in ``delay`` seconds."""
+    if isinstance(exc, CONNECTION_ERRORS):
+        logger.warning(
+            "Worker %s: queue database unreachable (%s); retrying in %.1fs",
+            worker_id,
+            str(exc).strip(),
+            delay,
+        )
+    else:
+        logger.exception("Worker %s: queue database error; retrying in %.1fs", worker_id, delay)

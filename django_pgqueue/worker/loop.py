@@ -10,6 +10,11 @@ Threads of one worker process:
 
 Everything reaches the loop through one queue of events, so it sleeps in one place and wakes
 for whichever comes first: an outcome, a notification, a signal, or its own timers.
+
+The loop's parts, each in its module: :mod:`.capacity` (how many jobs to claim), :mod:`.claims`
+(the claim statement, stale-job recovery, how long to sleep when idle), :mod:`.housekeeping`
+(periodic work: heartbeat, prune, and whatever else is added there), :mod:`.signals` (SIGTERM
+and SIGINT).
 """
 
 from __future__ import annotations
@@ -17,42 +22,30 @@ from __future__ import annotations
 import logging
 import os
 import queue as queue_module
-import signal
 import socket
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
-from django_pgqueue.operations import CONNECTION_ERRORS, DATABASE_ERRORS, Outcome
-from django_pgqueue.states import Attempt, JobStatus
-from django_pgqueue.worker.connection import Backoff, QueueConnection
+from django_pgqueue.operations import DATABASE_ERRORS, Outcome
+from django_pgqueue.worker.capacity import Capacity
+from django_pgqueue.worker.claims import Claimer
+from django_pgqueue.worker.connection import Backoff, QueueConnection, log_database_error
+from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
+from django_pgqueue.worker.housekeeping import Housekeeping
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
+from django_pgqueue.worker.signals import ShutdownSignals
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
 logger = logging.getLogger("django_pgqueue.worker")
-
-# How long the loop waits before looking again when runnable jobs exist that it could not
-# claim (held by another claim, or waiting for their concurrency key).
-BLOCKED_RECHECK = 0.2
-# How far ahead jobs are claimed: enough to keep the executors busy for about this long.
-PREFETCH_WINDOW = 0.2
-# How often a claim also takes back the jobs of workers that stopped heartbeating.
-RECLAIM_INTERVAL = 1.0
-# Signals this close to the first are one request arriving twice (systemd and terminals signal
-# the whole process group, and the supervisor forwards the same signal).
-SIGNAL_DEDUPE_WINDOW = 1.0
 
 _WAKE = object()
 _STOP = object()
@@ -60,17 +53,6 @@ _STOP = object()
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass
-class WorkerStats:
-    claimed: int = 0
-    finished: int = 0
-    completed: int = 0
-    retried: int = 0
-    dead: int = 0
-    released: int = 0
-    lost: int = 0
 
 
 class Worker:
@@ -114,12 +96,17 @@ class Worker:
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
         self._outcomes: list[Outcome] = []
         self._stopping = False
-        self._first_signal_at: float | None = None
         self._journal = journal
         self._executors = Executors(self.worker_id, threads, self._events, journal)
         self._listener: Listener | None = None
-        self._avg_duration = 0.01
-        self._next_reclaim = 0.0  # when the next claim also takes back stale jobs
+        self._signals = ShutdownSignals(self.worker_id, self.stop)
+        self._capacity = Capacity(threads, self.batch_size)
+        self._claimer = Claimer(self._connection, self.worker_id, self.queues, burst=burst)
+        #: Periodic work, run by the loop when due; the first heartbeat registers the worker.
+        self.housekeeping = Housekeeping()
+        self.housekeeping.add("heartbeat", self._heartbeat, settings.HEARTBEAT_INTERVAL)
+        # The prune does not wake the loop: it runs at the loop's next turn once due.
+        self.housekeeping.add("prune", self._prune, settings.PRUNE_INTERVAL, wakes=False)
 
     # ----- public API ------------------------------------------------------------------------
 
@@ -129,8 +116,7 @@ class Worker:
 
     def run(self) -> int:
         """Run until stopped; returns the process exit status (0 for a clean stop)."""
-        install = threading.current_thread() is threading.main_thread()
-        previous = self._install_signal_handlers() if install else {}
+        self._signals.install()
         try:
             self._start_threads()
             logger.info(
@@ -144,8 +130,7 @@ class Worker:
             self._loop()
             self._shutdown()
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            self._signals.restore()
             if self._listener is not None:
                 self._listener.stop()
             self._executors.stop()
@@ -160,34 +145,7 @@ class Worker:
         )
         return 0
 
-    # ----- threads and signals ---------------------------------------------------------------
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        previous: dict[int, Any] = {}
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._on_signal)
-        return previous
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        now = time.monotonic()
-        if self._first_signal_at is None:
-            self._first_signal_at = now
-            logger.info(
-                "Worker %s received %s: finishing running jobs",
-                self.worker_id,
-                signal.Signals(signum).name,
-            )
-            self._events.put(_STOP)
-        elif now - self._first_signal_at > SIGNAL_DEDUPE_WINDOW:
-            logger.warning(
-                "Worker %s: second signal, exiting now; running jobs are recovered by the "
-                "supervisor (or after the visibility timeout)",
-                self.worker_id,
-            )
-            os._exit(1)
-        # Else the same shutdown request delivered twice (to the process group and forwarded
-        # by the supervisor): nothing more to do.
+    # ----- threads ---------------------------------------------------------------------------
 
     def _start_threads(self) -> None:
         self._executors.start()
@@ -202,9 +160,6 @@ class Worker:
 
     def _loop(self) -> None:
         now = time.monotonic()
-        heartbeat_interval = settings.HEARTBEAT_INTERVAL
-        next_heartbeat = now  # registers the worker row at once
-        next_prune = now
         flush_deadline: float | None = None
         next_claim: float = now  # when idle, when to look for jobs again
         backoff = Backoff()
@@ -212,7 +167,7 @@ class Worker:
 
         while True:
             # 1. Collect events: wait only when there is nothing to do right now.
-            timeout = self._wait_time(next_claim, flush_deadline, next_heartbeat)
+            timeout = self._wait_time(next_claim, flush_deadline)
             self._drain_events(timeout)
             if self._stopping:
                 return
@@ -241,11 +196,7 @@ class Worker:
                         # A finished job may unblock a concurrency key: look once more.
                         next_claim = min(next_claim, now)
 
-                if now >= next_heartbeat:
-                    self._heartbeat()
-                    next_heartbeat = now + heartbeat_interval
-                if now >= next_prune:
-                    next_prune = now + self._prune()
+                self.housekeeping.run_due(now)
 
                 # 3. Claim when executors are about to run dry.
                 if budget is not None and budget <= 0:
@@ -263,7 +214,7 @@ class Worker:
                     if got < want:
                         if self.burst and not self._claimed and not self._outcomes:
                             return
-                        next_claim = self._idle_until()
+                        next_claim = self._claimer.idle_until()
                     else:
                         next_claim = now
                 backoff.succeeded()
@@ -272,17 +223,7 @@ class Worker:
                 if self._connection.stop_preparing(exc):
                     continue
                 delay = backoff.failed()
-                if isinstance(exc, CONNECTION_ERRORS):
-                    logger.warning(
-                        "Worker %s: queue database unreachable (%s); retrying in %.1fs",
-                        self.worker_id,
-                        str(exc).strip(),
-                        delay,
-                    )
-                else:
-                    logger.exception(
-                        "Worker %s: queue database error; retrying in %.1fs", self.worker_id, delay
-                    )
+                log_database_error(self.worker_id, exc, delay)
                 self._connection.close()
                 self._drain_events(delay)
                 if self._stopping:
@@ -297,18 +238,17 @@ class Worker:
                 if self._stopping:
                     return
 
-    def _wait_time(
-        self, next_claim: float, flush_deadline: float | None, next_heartbeat: float
-    ) -> float:
+    def _wait_time(self, next_claim: float, flush_deadline: float | None) -> float:
         now = time.monotonic()
-        deadlines = [next_heartbeat]
+        housekeeping = self.housekeeping.next_wake()
+        deadlines = [] if housekeeping is None else [housekeeping]
         if self._executors.has_deadlines:
             deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
             deadlines.append(flush_deadline)
         if self._claim_size() > 0:
             deadlines.append(next_claim)
-        return max(0.0, min(deadlines) - now)
+        return max(0.0, min(deadlines, default=now + settings.POLL_INTERVAL) - now)
 
     def _drain_events(self, timeout: float) -> None:
         """Take every queued event; block up to ``timeout`` seconds for the first one."""
@@ -322,7 +262,7 @@ class Worker:
             elif event is _WAKE:
                 self._woken = True
             elif isinstance(event, Outcome):
-                self._record_duration(event)
+                self._capacity.record(event)
                 self._outcomes.append(event)
             elif isinstance(event, Dropped):
                 self._claimed.pop(event.job_id, None)
@@ -334,80 +274,19 @@ class Worker:
 
     _woken = False
 
-    def _record_duration(self, outcome: Outcome) -> None:
-        if outcome.finished_at is not None:
-            seconds = (outcome.finished_at - outcome.started_at).total_seconds()
-            self._avg_duration = 0.9 * self._avg_duration + 0.1 * seconds
-
     def _claim_size(self) -> int:
-        """How many jobs to claim now (0: not yet).
-
-        Capacity is the executors plus enough prefetch to keep them busy for ~PREFETCH_WINDOW
-        at the recent job duration, capped by ``batch_size``: no-op jobs are claimed 100 at a
-        time, slow jobs one per free thread, so a worker never sits on jobs others could run.
-        It claims once half the capacity is free (or a thread has nothing queued), so each
-        statement claims a real batch.
-        """
-        prefetch = int(self.threads * PREFETCH_WINDOW / max(self._avg_duration, 1e-6))
-        capacity = self.threads + min(self.batch_size, prefetch)
-        in_flight = len(self._claimed)
-        free = capacity - in_flight
-        if free <= 0:
-            return 0
-        if in_flight - len(self._outcomes) < self.threads or free * 2 >= capacity:
-            return free
-        return 0
-
-    def _idle_until(self) -> float:
-        """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
-        now = time.monotonic()
-        poll = now + settings.POLL_INTERVAL
-        next_run = operations.next_run_after(self._connection, self.queues)
-        if next_run is None:
-            logger.debug(
-                "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, poll - now
-            )
-            return poll
-        seconds = (next_run - timezone.now()).total_seconds()
-        if seconds <= 0:
-            # Runnable, but held by another claim or waiting for its concurrency key.
-            return min(poll, now + BLOCKED_RECHECK)
-        logger.debug(
-            "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
-            self.worker_id,
-            seconds,
-            min(poll, now + seconds) - now,
-        )
-        return min(poll, now + seconds)
+        """How many jobs to claim now (0: not yet)."""
+        return self._capacity.claim_size(len(self._claimed), len(self._outcomes))
 
     def _claim(self, limit: int) -> int:
         """Claim up to ``limit`` jobs and queue them for the executors; returns the rows taken
         (jobs found dead in the claim count: the claim was not short of work)."""
-        reclaim = time.monotonic() >= self._next_reclaim
-        jobs, taken = self._claim_once(limit, reclaim=reclaim)
-        if taken < limit and not reclaim and self.burst:
-            # A burst ends when a claim comes up short: look for stale jobs too before that.
-            more, more_taken = self._claim_once(limit - taken, reclaim=True)
-            jobs += more
-            taken += more_taken
-        logger.debug("Worker %s claimed %d of %d jobs asked", self.worker_id, taken, limit)
+        jobs, taken = self._claimer.claim(limit)
         for job in jobs:
             self._claimed[job.pk] = job
             self._executors.submit(job)
         self.stats.claimed += len(jobs)
         return taken
-
-    def _claim_once(self, limit: int, *, reclaim: bool) -> tuple[list[Job], int]:
-        if reclaim:
-            self._next_reclaim = time.monotonic() + RECLAIM_INTERVAL
-        return operations.claim_counted(
-            self._connection,
-            self.worker_id,
-            self.queues,
-            limit,
-            settings.VISIBILITY_TIMEOUT,
-            reclaim=reclaim,
-        )
 
     def _flush(self) -> float | None:
         """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
@@ -425,30 +304,9 @@ class Worker:
         if self._journal is not None:
             self._journal.written(o.job_id for o in outcomes)
         logger.debug("Worker %s wrote %d outcomes", self.worker_id, len(written))
-        retry_at: datetime | None = None
         for outcome in outcomes:
             self._claimed.pop(outcome.job_id, None)
-            self.stats.finished += 1
-            if outcome.job_id not in written:
-                self.stats.lost += 1
-                logger.warning(
-                    "Worker %s: job #%d's outcome %s dropped; its lock expired and another "
-                    "worker owns it",
-                    self.worker_id,
-                    outcome.job_id,
-                    outcome.outcome,
-                )
-                continue
-            if outcome.status == JobStatus.COMPLETED:
-                self.stats.completed += 1
-            elif outcome.outcome == Attempt.RETRIED:
-                self.stats.retried += 1
-                if outcome.run_after is not None and (
-                    retry_at is None or outcome.run_after < retry_at
-                ):
-                    retry_at = outcome.run_after
-            else:
-                self.stats.dead += 1
+        retry_at = self.stats.count_written(self.worker_id, outcomes, written)
         if retry_at is None:
             return None
         return time.monotonic() + max(0.0, (retry_at - timezone.now()).total_seconds())

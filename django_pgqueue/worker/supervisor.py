@@ -34,7 +34,8 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.worker.connection import QueueConnection
 from django_pgqueue.worker.journal import Journal, recover
-from django_pgqueue.worker.loop import SIGNAL_DEDUPE_WINDOW, Worker, default_worker_id
+from django_pgqueue.worker.loop import Worker, default_worker_id
+from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 
 logger = logging.getLogger("django_pgqueue.worker")
 

@@ -1,0 +1,91 @@
+"""The worker's claims: one statement for up to ``limit`` jobs, stale-job recovery about once
+a second, and how long to sleep when nothing was left to claim."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from django_pgqueue import operations
+from django_pgqueue.conf import settings
+from django_pgqueue.worker.connection import QueueConnection
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+logger = logging.getLogger("django_pgqueue.worker")
+
+# How long the loop waits before looking again when runnable jobs exist that it could not
+# claim (held by another claim, or waiting for their concurrency key).
+BLOCKED_RECHECK = 0.2
+# How often a claim also takes back the jobs of workers that stopped heartbeating.
+RECLAIM_INTERVAL = 1.0
+
+
+class Claimer:
+    """Claims for one worker on its connection."""
+
+    def __init__(
+        self,
+        connection: QueueConnection,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        *,
+        burst: bool,
+    ) -> None:
+        self.connection = connection
+        self.worker_id = worker_id
+        self.queues = queues
+        self.burst = burst
+        self.next_reclaim = 0.0  # when the next claim also takes back stale jobs
+
+    def claim(self, limit: int) -> tuple[list[Job], int]:
+        """Up to ``limit`` jobs, and the rows taken (jobs found dead in the claim count: the
+        claim was not short of work)."""
+        reclaim = time.monotonic() >= self.next_reclaim
+        jobs, taken = self._claim_once(limit, reclaim=reclaim)
+        if taken < limit and not reclaim and self.burst:
+            # A burst ends when a claim comes up short: look for stale jobs too before that.
+            more, more_taken = self._claim_once(limit - taken, reclaim=True)
+            jobs += more
+            taken += more_taken
+        logger.debug("Worker %s claimed %d of %d jobs asked", self.worker_id, taken, limit)
+        return jobs, taken
+
+    def _claim_once(self, limit: int, *, reclaim: bool) -> tuple[list[Job], int]:
+        if reclaim:
+            self.next_reclaim = time.monotonic() + RECLAIM_INTERVAL
+        return operations.claim_counted(
+            self.connection,
+            self.worker_id,
+            self.queues,
+            limit,
+            settings.VISIBILITY_TIMEOUT,
+            reclaim=reclaim,
+        )
+
+    def idle_until(self) -> float:
+        """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
+        now = time.monotonic()
+        poll = now + settings.POLL_INTERVAL
+        next_run = operations.next_run_after(self.connection, self.queues)
+        if next_run is None:
+            logger.debug(
+                "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, poll - now
+            )
+            return poll
+        seconds = (next_run - timezone.now()).total_seconds()
+        if seconds <= 0:
+            # Runnable, but held by another claim or waiting for its concurrency key.
+            return min(poll, now + BLOCKED_RECHECK)
+        logger.debug(
+            "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
+            self.worker_id,
+            seconds,
+            min(poll, now + seconds) - now,
+        )
+        return min(poll, now + seconds)

@@ -1,0 +1,108 @@
+"""The worker loop's parts alone: its housekeeping timers and its claim capacity."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from django_pgqueue.models import Job
+from django_pgqueue.models import Worker as WorkerRow
+from django_pgqueue.operations import Outcome
+from django_pgqueue.states import JobStatus
+from django_pgqueue.worker import Worker
+from django_pgqueue.worker.capacity import PREFETCH_WINDOW, Capacity
+from django_pgqueue.worker.housekeeping import Housekeeping
+from tests.testapp import jobs
+
+
+def wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_periodic_task_added_to_a_worker_runs_while_it_serves_jobs():
+    worker = Worker(listen=False, worker_id="parts:1")
+    ticks = []
+    failures = []
+
+    def tick():
+        ticks.append(time.monotonic())
+        if len(ticks) == 2:
+            failures.append(True)
+            raise RuntimeError("a failing tick does not stop the worker")
+        return None
+
+    worker.housekeeping.add("tick", tick, interval=0.05)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        created = jobs.add.enqueue(1, 2)
+        wait_for(lambda: len(ticks) >= 4)
+        wait_for(lambda: Job.objects.get(pk=created.pk).status == JobStatus.COMPLETED)
+        # The default tasks are there too: the heartbeat registered the worker row.
+        assert [task.name for task in worker.housekeeping.tasks] == ["heartbeat", "prune", "tick"]
+        assert WorkerRow.objects.filter(worker_id="parts:1").exists()
+    finally:
+        worker.stop()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert failures == [True]
+
+
+def test_housekeeping_runs_what_is_due_and_reschedules_it():
+    housekeeping = Housekeeping()
+    ran = []
+    first = housekeeping.add("first", lambda: ran.append("first"), interval=10.0)
+    later = housekeeping.add("later", lambda: ran.append("later") or 2.0, 5.0, first_in=60.0)
+    quiet = housekeeping.add("quiet", lambda: ran.append("quiet"), 1.0, wakes=False)
+    now = time.monotonic()
+    housekeeping.run_due(now)
+    assert ran == ["first", "quiet"]
+    assert first.next_at == now + 10.0
+    assert quiet.next_at == now + 1.0
+    # Tasks that don't wake the loop don't count for its sleep.
+    assert housekeeping.next_wake() == first.next_at
+    housekeeping.run_due(later.next_at)  # everything is due by then, in the order added
+    assert ran[2:] == ["first", "later", "quiet"]
+    assert later.next_at == pytest.approx(now + 60.0 + 2.0, abs=1.0)
+
+
+def test_housekeeping_keeps_a_failed_task_due():
+    housekeeping = Housekeeping()
+
+    def boom():
+        raise ConnectionError("down")
+
+    task = housekeeping.add("boom", boom, interval=10.0)
+    due = task.next_at
+    with pytest.raises(ConnectionError):
+        housekeeping.run_due(time.monotonic())
+    assert task.next_at == due
+
+
+def outcome_taking(seconds: float) -> Outcome:
+    started = datetime(2026, 1, 1, tzinfo=UTC)
+    return Outcome(1, JobStatus.COMPLETED, started, started + timedelta(seconds=seconds))
+
+
+def test_capacity_claims_batches_of_fast_jobs_and_one_per_thread_of_slow_ones():
+    fast = Capacity(threads=2, batch_size=100)
+    for _ in range(100):
+        fast.record(outcome_taking(0.0001))
+    assert fast.claim_size(in_flight=0, buffered=0) == 102  # threads + a full batch
+    assert fast.claim_size(in_flight=102, buffered=0) == 0  # full
+    assert fast.claim_size(in_flight=80, buffered=0) == 0  # not half free, threads busy
+    assert fast.claim_size(in_flight=40, buffered=0) == 62  # half free: claim a batch
+
+    slow = Capacity(threads=2, batch_size=100)
+    for _ in range(100):
+        slow.record(outcome_taking(PREFETCH_WINDOW * 10))
+    assert slow.claim_size(in_flight=0, buffered=0) == 2  # one per thread, no prefetch
+    assert slow.claim_size(in_flight=2, buffered=0) == 0
+    assert slow.claim_size(in_flight=2, buffered=1) == 0  # a thread is free, capacity is not
