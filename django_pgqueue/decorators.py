@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
@@ -34,6 +34,9 @@ class JobFunction[**P, R]:
     Frozen: ``using(...)`` returns a copy with another :class:`JobSpec`, as Django's
     ``Task.using`` does.
     """
+
+    #: What the registry calls it in messages.
+    kind: ClassVar[str] = "job function"
 
     func: Callable[P, R]
     spec: JobSpec

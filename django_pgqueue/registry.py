@@ -41,15 +41,21 @@ def register(runnable: Runnable) -> None:
     existing = _registry.get(runnable.name)
     if existing is not None and not _same(existing, runnable):
         raise DuplicateJobName(
-            f"Job name {runnable.name!r} is already registered by "
-            f"{'.'.join(_origin(existing))}; "
-            "pass name='...' to @job to register another function under a different name."
+            f"Job name {runnable.name!r} is already taken by {_describe(existing)}, so "
+            f"{_describe(runnable)} cannot have it too. Give one of them another name: "
+            "@job(name='...'), or a different function or module name for a task."
         )
     _registry[runnable.name] = runnable
 
 
 def _origin(runnable: Runnable) -> tuple[str, str]:
     return (runnable.func.__module__, runnable.func.__qualname__)
+
+
+def _describe(runnable: Runnable) -> str:
+    """``the @job function shop.jobs.send`` / ``the task shop.tasks.send``: no internals."""
+    kind = getattr(runnable, "kind", "job")
+    return f"the {kind} {'.'.join(_origin(runnable))}"
 
 
 def _same(a: Runnable, b: Runnable) -> bool:

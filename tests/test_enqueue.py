@@ -224,11 +224,20 @@ def test_enqueue_sends_one_notification_per_queue_and_transaction(other_connecti
 
 
 def test_two_functions_cannot_share_a_name():
-    with pytest.raises(DuplicateJobName):
+    with pytest.raises(DuplicateJobName) as raised:
 
         @job(name="tests.testapp.jobs.add")
         def impostor(a: int, b: int) -> int:
             return a - b
+
+    # Says who holds the name and who wanted it, in words: no internal reprs.
+    assert str(raised.value) == (
+        "Job name 'tests.testapp.jobs.add' is already taken by the job function "
+        "tests.testapp.jobs.add, so the job function "
+        "tests.test_enqueue.test_two_functions_cannot_share_a_name.<locals>.impostor cannot "
+        "have it too. Give one of them another name: @job(name='...'), or a different "
+        "function or module name for a task."
+    )
 
 
 def test_importing_the_package_does_not_import_models():

@@ -70,6 +70,8 @@ class TaskRunnable:
     """A task's entry in the job registry (``registry.Runnable``): what a worker runs."""
 
     __slots__ = ("task",)
+    #: What the registry calls it in messages.
+    kind = "django.tasks task"
 
     def __init__(self, task: PgQueueTask) -> None:
         self.task = task
