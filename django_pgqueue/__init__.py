@@ -6,6 +6,7 @@ any module, at any time.
 
 from __future__ import annotations
 
+from django_pgqueue.context import CurrentJob, current_job
 from django_pgqueue.decorators import JobFunction, job
 from django_pgqueue.exceptions import InvalidJobArguments, PgQueueError, UnknownJob
 from django_pgqueue.spec import JobSpec
@@ -14,6 +15,7 @@ from django_pgqueue.states import JobStatus
 __version__ = "0.2.0.dev0"
 
 __all__ = [
+    "CurrentJob",
     "InvalidJobArguments",
     "JobFunction",
     "JobSpec",
@@ -21,5 +23,6 @@ __all__ = [
     "PgQueueError",
     "UnknownJob",
     "__version__",
+    "current_job",
     "job",
 ]

@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "JOB_TIMEOUT": None,
     # Worker: seconds a graceful shutdown waits for running jobs.
     "SHUTDOWN_TIMEOUT": 30.0,
+    # Worker: seconds a cancelled running job has to return before its thread is abandoned and
+    # replaced (its late result dropped); None waits for it however long it runs.
+    "CANCEL_TIMEOUT": 30.0,
 }
 
 
@@ -153,6 +156,11 @@ class Settings:
     @property
     def SHUTDOWN_TIMEOUT(self) -> float:
         return _seconds(self.get("SHUTDOWN_TIMEOUT"))
+
+    @property
+    def CANCEL_TIMEOUT(self) -> float | None:
+        value = self.get("CANCEL_TIMEOUT")
+        return None if value is None else _seconds(value)
 
 
 settings = Settings()

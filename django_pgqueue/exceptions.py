@@ -45,3 +45,7 @@ class TransactionLeftOpen(PgQueueError):
 
 class WorkerCrashed(PgQueueError):
     """Recorded on a job whose worker process died while running it (os._exit, a signal...)."""
+
+
+class CancelTimeout(PgQueueError):
+    """A job asked to stop ran on past the cancel timeout: its thread was abandoned."""

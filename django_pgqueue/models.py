@@ -56,6 +56,14 @@ class Job(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a cancellation of the running job was asked for; it ends cancelled.",
+    )
+    progress = TolerantJSONField(
+        null=True, blank=True, help_text="What the job last reported with set_progress()."
+    )
 
     objects = JobManager()
 
@@ -163,7 +171,12 @@ class Job(models.Model):
         return changed
 
     def cancel(self) -> bool:
-        """Cancel this job if it is still pending."""
+        """Cancel this job: a pending one at once; a running one is asked to stop.
+
+        A running job sees ``current_job().cancel_requested`` become true within a second and
+        ends ``cancelled`` whatever its attempt returns (see ``docs/control.md``). Returns
+        whether anything changed.
+        """
         changed = bool(self._this().cancel())
         if changed:
             self.refresh_from_db()

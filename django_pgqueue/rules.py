@@ -171,6 +171,7 @@ SETTINGS: dict[str, Rule] = {
     "FLUSH_INTERVAL": _seconds(),
     "JOB_TIMEOUT": _seconds(above=True, nullable=True),
     "SHUTDOWN_TIMEOUT": _seconds(),
+    "CANCEL_TIMEOUT": _seconds(nullable=True),
 }
 
 

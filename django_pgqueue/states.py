@@ -31,6 +31,8 @@ class Attempt(StrEnum):
     COMPLETED = "completed"
     RETRIED = "retried"
     DEAD = "dead"
+    #: Asked to stop while it ran (``Job.cancel()``): the job ends cancelled, never retried.
+    CANCELLED = "cancelled"
 
 
 #: Jobs that still hold their unique key: waiting or being run.

@@ -399,14 +399,46 @@ def test_run_now_action(admin_client):
 def test_cancel_action(admin_client):
     pending, scheduled = make("pending"), make("pending", run_after=timezone.now() + timedelta(1))
     running, dead = make("running"), make("dead")
-    response = action(admin_client, "cancel_jobs", [pending, scheduled, running, dead])
+    asked_before = make("running", cancel_requested_at=timezone.now())
+    selected = [pending, scheduled, running, dead, asked_before]
+    response = action(admin_client, "cancel_jobs", selected)
     statuses = status_of(pending, scheduled, running, dead)
     assert statuses == ["cancelled", "cancelled", "running", "dead"]
+    running.refresh_from_db()
+    assert running.cancel_requested_at is not None
     text = messages_of(response)
     assert f"Cancelled 2 jobs: #{pending.pk}, #{scheduled.pk}." in text
+    assert f"Asked 1 job to stop (each ends cancelled when it returns): #{running.pk}." in text
     skipped = next(m for m in text if m.startswith("Skipped"))
-    assert f"#{running.pk} (running: a worker has it and cannot be interrupted)" in skipped
+    assert f"#{asked_before.pk} (running, already asked to stop)" in skipped
     assert f"#{dead.pk} (already finished)" in skipped
+
+
+def test_running_job_page_shows_progress_and_a_cancel_button(admin_client):
+    running = make("running", progress={"done": 40, "total": 160, "message": "rows imported"})
+    url = reverse("admin:django_pgqueue_job_change", args=[running.pk])
+    html = admin_client.get(url).content.decode()
+    assert "40 / 160 (25%) rows imported" in html and "<progress" in html
+    assert "/operate/cancel/" in html
+    admin_client.post(reverse("admin:django_pgqueue_job_operate", args=[running.pk, "cancel"]))
+    running.refresh_from_db()
+    assert running.status == "running" and running.cancel_requested_at is not None
+    html = admin_client.get(url).content.decode()
+    assert "/operate/cancel/" not in html  # asked once
+    assert "cancel requested at" in html.lower()
+
+
+def test_cancelling_a_running_job_needs_the_change_permission(client, django_user_model):
+    running = make("running")
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(viewer)
+    url = reverse("admin:django_pgqueue_job_change", args=[running.pk])
+    assert "/operate/cancel/" not in client.get(url).content.decode()
+    operate = reverse("admin:django_pgqueue_job_operate", args=[running.pk, "cancel"])
+    assert client.post(operate).status_code == 403
+    running.refresh_from_db()
+    assert running.cancel_requested_at is None
 
 
 def test_an_action_that_changes_nothing_says_so(admin_client):

@@ -238,6 +238,30 @@ def test_dashboard_retries_the_dead_jobs_of_one_queue(page, live_server, operato
     assert Job.objects.get(pk=default.pk).status == "dead"
 
 
+def test_running_job_page_shows_progress_and_cancels(page, live_server, operator, tmp_path):
+    now = timezone.now()
+    job = Job.objects.create(
+        name="tests.testapp.jobs.until_cancelled",
+        args=["/tmp/unused"],
+        status="running",
+        attempts=1,
+        locked_at=now,
+        locked_by="web-1:4242:ab12",
+        started_at=now,
+        progress={"done": 300, "total": 1200, "message": "rows imported"},
+    )
+    url = reverse("admin:django_pgqueue_job_change", args=[job.pk])
+    log_in(page, live_server, url)
+    expect(page.locator(".field-progress_column")).to_contain_text("300 / 1200 (25%)")
+    expect(page.locator("progress.pgqueue-progress")).to_have_count(1)
+    shot(page, tmp_path, "10-running-job")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("ul.messagelist li.success")).to_contain_text("Asked 1 job to stop")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    job.refresh_from_db()
+    assert job.status == "running" and job.cancel_requested_at is not None
+
+
 def test_job_page_shows_the_traceback_and_retries(page, live_server, operator, tmp_path):
     job = dead_job(kwargs={"user_id": 42, "template": "welcome"})
     url = reverse("admin:django_pgqueue_job_change", args=[job.pk])

@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from django_pgqueue import stats
+from django_pgqueue import operations, stats
 from django_pgqueue.admin.base import JobAdminBase, as_jobs
 from django_pgqueue.conf import settings
 from django_pgqueue.models import Job
@@ -162,16 +162,36 @@ class JobActions(JobAdminBase):
             ],
         )
 
-    @admin.action(description="Cancel selected pending jobs", permissions=["change"])
+    @admin.action(
+        description="Cancel selected jobs (pending: at once; running: asked to stop)",
+        permissions=["change"],
+    )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        pending = queryset.filter(status="pending")
-        ids = _change_locked(pending, lambda jobs: as_jobs(jobs).cancel())
-        self._changed(request, "Cancelled", ids, "", "Cancelled.")
+        changed = operations.cancel(as_jobs(queryset.filter(status__in=["pending", "running"])))
+        running = set(
+            Job.objects.using(settings.DATABASE)
+            .filter(pk__in=changed, status="running")
+            .values_list("pk", flat=True)
+        )
+        cancelled = [i for i in changed if i not in running]
+        asked = [i for i in changed if i in running]
+        if cancelled:
+            self._changed(request, "Cancelled", cancelled, "", "Cancelled.")
+        if asked:
+            self._changed(
+                request,
+                "Asked",
+                asked,
+                " to stop (each ends cancelled when it returns)",
+                "Cancellation requested.",
+            )
+        if not changed:
+            self._changed(request, "Cancelled", [], "", "")
         self._skipped(
             request,
-            queryset.exclude(pk__in=ids),
+            queryset.exclude(pk__in=changed),
             [
-                Skip("running: a worker has it and cannot be interrupted", Q(status="running")),
+                Skip("running, already asked to stop", Q(status="running")),
                 Skip("already finished", Q(status__in=["completed", "dead", "cancelled"])),
             ],
         )

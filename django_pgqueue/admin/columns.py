@@ -67,6 +67,9 @@ class JobColumns:
     started_detail = _exact_time_field("started_at", "started at (last attempt)")
     finished_detail = _exact_time_field("finished_at", "finished at")
     locked_detail = _exact_time_field("locked_at", "locked at (last heartbeat)")
+    cancel_requested_detail = _exact_time_field(
+        "cancel_requested_at", "cancel requested at (it ends cancelled)"
+    )
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Job) -> SafeString:
@@ -84,6 +87,27 @@ class JobColumns:
         last = lines[-1].strip()
         short = last if len(last) <= SHORT_ERROR else last[: SHORT_ERROR - 1] + "…"
         return format_html('<span class="pgqueue-error">{}</span>', short)
+
+    @admin.display(description="progress")
+    def progress_column(self, obj: Job) -> SafeString | str:
+        """What the job last reported with ``current_job().set_progress(done, total, message)``."""
+        progress = obj.progress
+        if not isinstance(progress, dict):
+            return "-" if progress is None else str(progress)
+        done, total = progress.get("done"), progress.get("total")
+        message = str(progress.get("message") or "")
+        if isinstance(done, int | float) and isinstance(total, int | float) and total > 0:
+            percent = max(0.0, min(100.0, 100.0 * done / total))
+            return format_html(
+                '<progress class="pgqueue-progress" max="100" value="{}"></progress> '
+                "{} / {} ({}%) {}",
+                f"{percent:.1f}",
+                f"{done:g}",
+                f"{total:g}",
+                f"{percent:.0f}",
+                message,
+            )
+        return format_html("{} {}", f"{done:g}" if isinstance(done, int | float) else "", message)
 
     @admin.display(description="args")
     def args_json(self, obj: Job) -> SafeString:

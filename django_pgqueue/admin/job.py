@@ -59,6 +59,7 @@ class JobAdmin(JobColumns, QueueDashboard, JobActions):
 
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "status_column", "priority")}),
+        ("Progress", {"fields": ("progress_column", "cancel_requested_detail")}),
         ("Last error", {"fields": ("last_error_column",)}),
         ("Arguments", {"fields": ("args_json", "kwargs_json")}),
         (

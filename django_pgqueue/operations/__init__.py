@@ -10,9 +10,11 @@ module             owns
 ``db``             the :class:`Database` an operation runs on; the error classes
 ``enqueue``        :func:`insert`, :func:`insert_many` (COPY), :func:`notify`
 ``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
-``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`
+``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`,
+                   :func:`cancel_requested`, :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
-``control``        :func:`retry`, :func:`cancel`, :func:`run_now` on a QuerySet's jobs
+``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
+                   :func:`run_now` on a QuerySet's jobs
 =================  ===================================================================
 """
 
@@ -42,10 +44,12 @@ from django_pgqueue.operations.maintenance import (
 )
 from django_pgqueue.operations.outcomes import (
     Outcome,
+    cancel_requested,
     finish,
     heartbeat,
     next_run_after,
     release,
+    save_progress,
 )
 
 __all__ = [
@@ -60,6 +64,7 @@ __all__ = [
     "Outcome",
     "Pruned",
     "cancel",
+    "cancel_requested",
     "claim",
     "claim_counted",
     "finish",
@@ -75,6 +80,7 @@ __all__ = [
     "report_worker",
     "retry",
     "run_now",
+    "save_progress",
     "scheduled_q",
     "stop_worker",
 ]

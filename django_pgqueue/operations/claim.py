@@ -94,7 +94,8 @@ def claim_counted(
                 job.last_error,
                 f"attempt {job.attempts}/{job.max_attempts} starts"
                 if job.status == JobStatus.RUNNING
-                else "out of attempts, now dead",
+                else f"now {job.status}"
+                + (" (cancelled while it ran)" if job.status == JobStatus.CANCELLED else ""),
                 extra={"job_id": job.pk, "queue": job.queue, "attempt": job.attempts},
             )
     order = {name: i for i, name in enumerate(queues or ())}
@@ -110,7 +111,7 @@ def _reclaimed(job: Job) -> bool:
         and last.get("exception_class") == _WORKER_LOST
         and job.last_error.startswith("WorkerLost:")
         and last.get("attempt")
-        == (job.attempts if job.status == JobStatus.DEAD else job.attempts - 1)
+        == (job.attempts if job.status != JobStatus.RUNNING else job.attempts - 1)
     )
 
 

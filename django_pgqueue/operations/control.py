@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from django_pgqueue.operations.db import DjangoDatabase
 from django_pgqueue.operations.enqueue import notify
+from django_pgqueue.sql import control as sql
 from django_pgqueue.states import RETRYABLE, JobStatus
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ def retry(jobs: QuerySet[Job]) -> list[int]:
         "locked_by": None,
         "started_at": None,
         "finished_at": None,
+        "cancel_requested_at": None,
+        "progress": None,
     }
     candidates = jobs.filter(RETRYABLE_Q)
     with transaction.atomic(using=jobs.db):
@@ -81,13 +84,27 @@ def retry(jobs: QuerySet[Job]) -> list[int]:
 
 
 def cancel(jobs: QuerySet[Job]) -> list[int]:
-    """Cancel the pending jobs among ``jobs``; running and finished jobs are left alone."""
+    """Cancel the pending jobs among ``jobs`` and ask the running ones to stop.
+
+    Pending jobs are ``cancelled`` at once. Running jobs get ``cancel_requested_at`` and their
+    workers are told (``NOTIFY`` when this commits; workers without LISTEN poll): the job sees
+    ``current_job().cancel_requested`` and ends ``cancelled`` whatever its attempt returns.
+    Finished jobs are left alone. Returns the ids changed (cancelled or asked to stop).
+    """
     with transaction.atomic(using=jobs.db):
         ids = _locked_ids(jobs.filter(status=JobStatus.PENDING))
         _all(jobs).filter(pk__in=ids).update(
             status=JobStatus.CANCELLED, finished_at=timezone.now(), locked_at=None
         )
-    return ids
+        running = list(jobs.filter(status=JobStatus.RUNNING).values_list("pk", flat=True))
+        if running:
+            with DjangoDatabase(jobs.db).cursor() as cursor:
+                cursor.execute(sql.REQUEST_CANCEL, [running])
+                asked = [row[0] for row in cursor.fetchall()]
+                if asked:
+                    cursor.execute(sql.NOTIFY_CONTROL, ["cancel"])
+            ids += asked
+    return sorted(ids)
 
 
 def run_now(jobs: QuerySet[Job]) -> list[int]:

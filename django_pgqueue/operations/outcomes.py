@@ -10,6 +10,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from django_pgqueue.operations.db import CONNECTION_ERRORS, DATABASE_ERRORS, Database
+from django_pgqueue.sql import control as control_sql
 from django_pgqueue.sql import dumps
 from django_pgqueue.sql import outcomes as sql
 from django_pgqueue.states import Attempt, JobStatus
@@ -34,11 +35,29 @@ class Outcome:
     exception: BaseException | None = None
 
 
-def heartbeat(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
-    """Refresh the lock of jobs still owned by ``worker_id``; returns the ids it still owns."""
+def heartbeat(db: Database, worker_id: str, job_ids: Sequence[int]) -> tuple[set[int], set[int]]:
+    """Refresh the lock of jobs still owned by ``worker_id``.
+
+    Returns the ids it still owns, and those of them asked to stop (``cancel()``).
+    """
     with db.cursor() as cursor:
         cursor.execute(sql.HEARTBEAT, [list(job_ids), worker_id])
+        rows = cursor.fetchall()
+    return {row[0] for row in rows}, {row[0] for row in rows if row[1]}
+
+
+def cancel_requested(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
+    """Of the running jobs ``worker_id`` holds, the ids asked to stop."""
+    with db.cursor() as cursor:
+        cursor.execute(control_sql.CANCEL_REQUESTED, [list(job_ids), worker_id])
         return {row[0] for row in cursor.fetchall()}
+
+
+def save_progress(db: Database, worker_id: str, progress: dict[int, str]) -> None:
+    """Store the latest progress (JSON text by job id) of running jobs ``worker_id`` holds."""
+    document = "{" + ",".join(f'"{job_id}":{text}' for job_id, text in progress.items()) + "}"
+    with db.cursor() as cursor:
+        cursor.execute(control_sql.SET_PROGRESS, [document, worker_id])
 
 
 def _iso(value: datetime | None) -> str | None:

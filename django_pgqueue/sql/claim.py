@@ -17,6 +17,7 @@ from django_pgqueue.states import JobStatus
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
 _PENDING = f"'{JobStatus.PENDING.value}'"
 _DEAD = f"'{JobStatus.DEAD.value}'"
+_CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 
 _FRESH_FILTER = f"""
     status = {_PENDING} AND run_after <= now()
@@ -48,8 +49,12 @@ _FRESH_NAMED_QUEUES = f"""
     LIMIT %(limit)s
 """
 
-# A stale job that has used all its attempts: it goes dead instead of running again.
-_LOST_FOR_GOOD = f"j.status = {_RUNNING} AND j.attempts >= j.max_attempts"
+# A stale job that has used all its attempts goes dead instead of running again; one that was
+# asked to stop (``cancel()`` while it ran) goes cancelled.
+_LOST_FOR_GOOD = (
+    f"j.status = {_RUNNING} AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL)"
+)
+_FINAL_STATUS = f"CASE WHEN j.cancel_requested_at IS NOT NULL THEN {_CANCELLED} ELSE {_DEAD} END"
 
 
 def _when_lost_for_good(then: str, otherwise: str) -> str:
@@ -85,7 +90,7 @@ WITH picked AS (
 _CLAIM = f"""
 {{picked}}
 UPDATE {TABLE} j SET
-    status = {_when_lost_for_good(_DEAD, _RUNNING)},
+    status = {_when_lost_for_good(_FINAL_STATUS, _RUNNING)},
     -- least(): a row whose counter is at the integer limit still claims (and then fails).
     attempts = {_when_lost_for_good("j.attempts", "least(j.attempts, 2147483646) + 1")},
     locked_at = {_when_lost_for_good("NULL", "now()")},

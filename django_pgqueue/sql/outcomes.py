@@ -7,19 +7,23 @@ from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
 _PENDING = f"'{JobStatus.PENDING.value}'"
+_CANCELLED = f"'{JobStatus.CANCELLED.value}'"
+# A job asked to stop while it ran ends cancelled, whatever its attempt's outcome.
+_ASKED_TO_STOP = "j.cancel_requested_at IS NOT NULL"
 
 HEARTBEAT = f"""
 UPDATE {TABLE} SET locked_at = now()
 WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
-RETURNING id
+RETURNING id, cancel_requested_at IS NOT NULL
 """
 
 FINISH = f"""
 UPDATE {TABLE} j SET
-    status = d.status,
+    status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE d.status END,
     run_after = coalesce(d.run_after, j.run_after),
     started_at = coalesce(d.started_at, j.started_at),
-    finished_at = d.finished_at,
+    finished_at = CASE WHEN {_ASKED_TO_STOP} THEN coalesce(d.finished_at, now())
+                  ELSE d.finished_at END,
     result = d.result,
     locked_at = NULL,
     -- A retry waits unowned; a finished job keeps the worker that ran its last attempt.
@@ -46,8 +50,10 @@ RETURNING id
 """
 
 RELEASE = f"""
-UPDATE {TABLE} SET status = {_PENDING}, attempts = greatest(attempts - 1, 0), locked_at = NULL,
-    locked_by = NULL, started_at = NULL
+UPDATE {TABLE} j SET
+    status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE {_PENDING} END,
+    finished_at = CASE WHEN {_ASKED_TO_STOP} THEN now() END,
+    attempts = greatest(attempts - 1, 0), locked_at = NULL, locked_by = NULL, started_at = NULL
 WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
 RETURNING id
 """

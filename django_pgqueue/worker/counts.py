@@ -22,6 +22,7 @@ class WorkerStats:
     dead: int = 0
     released: int = 0
     lost: int = 0
+    cancelled: int = 0
 
     def count_written(
         self, worker_id: str, outcomes: Iterable[Outcome], written: Collection[int]
@@ -41,7 +42,9 @@ class WorkerStats:
                     outcome.outcome,
                 )
                 continue
-            if outcome.status == JobStatus.COMPLETED:
+            if outcome.status == JobStatus.CANCELLED:
+                self.cancelled += 1
+            elif outcome.status == JobStatus.COMPLETED:
                 self.completed += 1
             elif outcome.outcome == Attempt.RETRIED:
                 self.retried += 1

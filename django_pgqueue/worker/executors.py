@@ -3,7 +3,9 @@
 Executors take claimed jobs from a queue, run them (each thread with its own Django
 connections) and report outcomes to the worker loop's event queue. A job that runs past its
 timeout is failed by the loop and its thread replaced: Python cannot kill a thread, so the hung
-one is abandoned and its late result dropped. An executor never dies of a job: everything a job
+one is abandoned and its late result dropped. A job asked to stop (``Job.cancel()``) sees
+``current_job().cancel_requested``; one that runs on past the cancel timeout is treated the same
+way (its outcome is ``cancelled``). An executor never dies of a job: everything a job
 raises is its failed attempt, an error in our own code around it fails that job, and a thread
 that dies anyway is noticed by the loop (:meth:`Executors.replace_dead`), its job failed and the
 thread replaced.
@@ -23,11 +25,12 @@ from django.db import connections
 from django.utils import timezone
 
 from django_pgqueue import registry
-from django_pgqueue.exceptions import ExecutorDied, JobTimeout
+from django_pgqueue.context import CurrentJob, bound_to_thread
+from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
 from django_pgqueue.states import Attempt, JobStatus
 from django_pgqueue.worker.journal import Journal
-from django_pgqueue.worker.performer import decide, failed, log_outcome, perform
+from django_pgqueue.worker.performer import cancelled, decide, failed, log_outcome, perform
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -50,7 +53,13 @@ class _Running:
     job: Job
     started_at: datetime
     deadline: float | None  # monotonic time after which the job counts as hung
+    context: CurrentJob
     thread: threading.Thread = field(default_factory=threading.current_thread)
+    #: Monotonic time after which a job asked to stop is abandoned (None: not asked, or wait).
+    cancel_deadline: float | None = None
+
+    def overdue(self, now: float) -> bool:
+        return any(d is not None and now > d for d in (self.deadline, self.cancel_deadline))
 
     @property
     def attempt(self) -> tuple[int, int]:
@@ -82,8 +91,10 @@ class Executors:
         count: int,
         events: queue.SimpleQueue[Any],
         journal: Journal | None = None,
+        cancel_timeout: float | None = None,
     ) -> None:
         self.worker_id = worker_id
+        self.cancel_timeout = cancel_timeout
         self.journal = journal
         self.count = count
         self.events = events
@@ -92,6 +103,7 @@ class Executors:
         self._work: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._running: dict[tuple[int, int], _Running] = {}  # (id, attempt) -> running
         self._abandoned: set[tuple[int, int]] = set()  # attempts failed by the loop
+        self._asked_to_stop: set[int] = set()  # job ids cancelled while claimed
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._started = 0
@@ -125,23 +137,67 @@ class Executors:
 
     @property
     def has_deadlines(self) -> bool:
-        return any(r.deadline is not None for r in list(self._running.values()))
+        return any(
+            r.deadline is not None or r.cancel_deadline is not None
+            for r in list(self._running.values())
+        )
+
+    def request_cancel(self, job_ids: set[int]) -> None:
+        """Tell the jobs ``job_ids`` (claimed by this worker) that they were cancelled.
+
+        A running one sees ``current_job().cancel_requested``, and has ``cancel_timeout``
+        seconds to return; one not started yet is not started.
+        """
+        now = time.monotonic()
+        with self._lock:
+            self._asked_to_stop |= job_ids
+            for run in self._running.values():
+                if run.job.pk in job_ids and not run.context.cancel_requested:
+                    run.context.request_cancel()
+                    if self.cancel_timeout is not None:
+                        run.cancel_deadline = now + self.cancel_timeout
+
+    def running_ids(self) -> list[int]:
+        with self._lock:
+            return [job_id for job_id, _ in self._running]
+
+    def take_progress(self) -> dict[int, str]:
+        """The progress running jobs reported since the last call (JSON by job id)."""
+        with self._lock:
+            runs = list(self._running.values())
+        progress = {}
+        for run in runs:
+            text = run.context.take_progress()
+            if text is not None:
+                progress[run.job.pk] = text
+        return progress
 
     def fail_overdue(self) -> list[Outcome]:
-        """Fail the attempts running past their timeout and replace the threads they hold."""
+        """Fail the attempts running past their timeout (or, asked to stop, past the cancel
+        timeout) and replace the threads they hold."""
         now = time.monotonic()
         with self._lock:
             overdue = [
                 r
                 for r in self._running.values()
-                if r.deadline is not None and now > r.deadline and r.attempt not in self._abandoned
+                if r.overdue(now) and r.attempt not in self._abandoned
             ]
             self._abandoned.update(r.attempt for r in overdue)
+            self._asked_to_stop.difference_update(r.job.pk for r in overdue)
         outcomes = []
         for running in overdue:
             job = running.job
-            timeout = self._timeout(job.name) or 0
-            exc = JobTimeout(f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout")
+            if running.cancel_deadline is not None and now > running.cancel_deadline:
+                exc: BaseException = CancelTimeout(
+                    f"Job {job.name!r} #{job.pk} was cancelled and still ran "
+                    f"{self.cancel_timeout:g}s later: its thread was abandoned, its result will "
+                    "be dropped"
+                )
+            else:
+                timeout = self._timeout(job.name) or 0
+                exc = JobTimeout(
+                    f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout"
+                )
             outcomes.append(self._fail(running, exc))
             self._start_thread()
         return outcomes
@@ -173,6 +229,8 @@ class Executors:
 
     def _fail(self, running: _Running, exc: BaseException) -> Outcome:
         outcome = failure_outcome(running.job, exc, running.started_at, self.worker_id)
+        if running.context.cancel_requested:
+            outcome = cancelled(outcome)
         log_outcome(running.job, outcome, self.worker_id)
         if self.journal is not None:
             self.journal.ended(outcome)
@@ -214,22 +272,32 @@ class Executors:
         """Run ``job`` and report its outcome; False when this thread must end."""
         attempt = (job.pk, job.attempts)
         started_at = timezone.now()
+        context = CurrentJob(job)
         try:
             timeout = self._timeout(job.name)
             with self._lock:
                 self._running[attempt] = _Running(
-                    job, started_at, time.monotonic() + timeout if timeout else None
+                    job, started_at, time.monotonic() + timeout if timeout else None, context
                 )
+                if job.pk in self._asked_to_stop:
+                    context.request_cancel()
             if self.journal is not None:
                 self.journal.started(job.pk)
-            outcome = perform(job, self.worker_id)
+            if context.cancel_requested:  # cancelled before it started: not started
+                outcome = Outcome(job.pk, JobStatus.CANCELLED, started_at, timezone.now())
+            else:
+                with bound_to_thread(context):
+                    outcome = perform(job, self.worker_id)
         except BaseException as exc:
             logger.exception("Worker %s: error around job #%d", self.worker_id, job.pk)
             outcome = failure_outcome(job, exc, started_at, self.worker_id)
+        if context.cancel_requested:
+            outcome = cancelled(outcome)
         with self._lock:
             self._running.pop(attempt, None)
             abandoned = attempt in self._abandoned
             self._abandoned.discard(attempt)
+            self._asked_to_stop.discard(job.pk)
         if abandoned:
             # Its timeout outcome is recorded and a new thread took this one's place.
             logger.warning(

@@ -1,7 +1,8 @@
 """LISTEN for committed jobs and wake the worker loop.
 
 The ``pgqueue_job`` INSERT trigger sends one ``NOTIFY pgqueue, '<queue>'`` per queue and
-committed transaction. The listener runs in a thread of its own, on a connection of its own,
+committed transaction; runtime control (``Job.cancel()`` of a running job) sends
+``NOTIFY pgqueue_control``. The listener runs in a thread of its own, on a connection of its own,
 and turns each relevant notification into a wake-up event for the worker loop.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from django_pgqueue.operations import CONNECTION_ERRORS
 from django_pgqueue.sql import NOTIFY_CHANNEL
+from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 
 logger = logging.getLogger("django_pgqueue.worker")
@@ -25,12 +27,14 @@ class Listener(threading.Thread):
         worker_id: str,
         queues: Sequence[str] | None,
         wake: Callable[[], None],
+        control: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
         self.worker_id = worker_id
         self.connection = QueueConnection(alias, f"pgqueue listener {worker_id}")
         self.queues = frozenset(queues) if queues else None
         self.wake = wake
+        self.control = control
         self.stopping = threading.Event()
         self.listening = threading.Event()
 
@@ -63,10 +67,17 @@ class Listener(threading.Thread):
     def _listen(self) -> None:
         conn = self.connection.raw
         conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        if self.control is not None:
+            conn.execute(f"LISTEN {CONTROL_CHANNEL}")
         self.listening.set()
         # Notifications may have been missed while (re)connecting: look once.
         self.wake()
+        if self.control is not None:
+            self.control("reconnected")
         while not self.stopping.is_set():
             for notify in conn.notifies(timeout=1.0):
-                if self.queues is None or notify.payload in self.queues:
+                if notify.channel == CONTROL_CHANNEL:
+                    if self.control is not None:
+                        self.control(notify.payload)
+                elif self.queues is None or notify.payload in self.queues:
                     self.wake()

@@ -35,6 +35,7 @@ from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
 from django_pgqueue.worker.connection import Backoff, QueueConnection, log_database_error
+from django_pgqueue.worker.control import RunningControl
 from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
 from django_pgqueue.worker.housekeeping import Housekeeping
@@ -49,6 +50,7 @@ logger = logging.getLogger("django_pgqueue.worker")
 
 _WAKE = object()
 _STOP = object()
+_CONTROL = object()
 
 
 def default_worker_id() -> str:
@@ -75,6 +77,7 @@ class Worker:
         worker_id: str | None = None,
         listen: bool | None = None,
         journal: Journal | None = None,
+        cancel_timeout: float | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
@@ -97,8 +100,14 @@ class Worker:
         self._outcomes: list[Outcome] = []
         self._stopping = False
         self._journal = journal
-        self._executors = Executors(self.worker_id, threads, self._events, journal)
+        self.cancel_timeout = (
+            cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
+        )
+        self._executors = Executors(
+            self.worker_id, threads, self._events, journal, self.cancel_timeout
+        )
         self._listener: Listener | None = None
+        self._control = RunningControl(self._executors, self._listening)
         self._signals = ShutdownSignals(self.worker_id, self.stop)
         self._capacity = Capacity(threads, self.batch_size)
         self._claimer = Claimer(self._connection, self.worker_id, self.queues, burst=burst)
@@ -150,11 +159,19 @@ class Worker:
     def _start_threads(self) -> None:
         self._executors.start()
         if self.listen and not self.burst:
-            self._listener = Listener(self.alias, self.worker_id, self.queues, self._wake)
+            self._listener = Listener(
+                self.alias, self.worker_id, self.queues, self._wake, self._on_control
+            )
             self._listener.start()
 
     def _wake(self) -> None:
         self._events.put(_WAKE)
+
+    def _on_control(self, payload: str) -> None:
+        self._events.put(_CONTROL)
+
+    def _listening(self) -> bool:
+        return self._listener is not None and self._listener.listening.is_set()
 
     # ----- the loop --------------------------------------------------------------------------
 
@@ -197,6 +214,10 @@ class Worker:
                         next_claim = min(next_claim, now)
 
                 self.housekeeping.run_due(now)
+                if self._claimed:  # cancellations and progress of the jobs we hold
+                    self._control.tick(
+                        self._connection, self.worker_id, self._heartbeat_ids(), now
+                    )
 
                 # 3. Claim when executors are about to run dry.
                 if budget is not None and budget <= 0:
@@ -246,6 +267,8 @@ class Worker:
             deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
             deadlines.append(flush_deadline)
+        if self._claimed:
+            deadlines.append(self._control.next_due(now))
         if self._claim_size() > 0:
             deadlines.append(next_claim)
         return max(0.0, min(deadlines, default=now + settings.POLL_INTERVAL) - now)
@@ -261,6 +284,8 @@ class Worker:
                 self._stopping = True
             elif event is _WAKE:
                 self._woken = True
+            elif event is _CONTROL:
+                self._control.notified()
             elif isinstance(event, Outcome):
                 self._capacity.record(event)
                 self._outcomes.append(event)
@@ -315,7 +340,10 @@ class Worker:
         """Refresh our locks, notice jobs we no longer own, and report ourselves."""
         owned_ids = self._heartbeat_ids()
         if owned_ids:
-            still = operations.heartbeat(self._connection, self.worker_id, owned_ids)
+            still, asked_to_stop = operations.heartbeat(
+                self._connection, self.worker_id, owned_ids
+            )
+            self._control.cancel(asked_to_stop)
             for job_id in set(owned_ids) - still:
                 logger.warning(
                     "Worker %s: job #%d is no longer ours: its lock expired", self.worker_id, job_id

@@ -7,6 +7,7 @@ become a failed attempt of that job, with the real error recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import traceback
@@ -89,6 +90,20 @@ def failed(
         error_entry_json=dumps(entry),
         outcome=Attempt.DEAD,
         exception=exc,
+    )
+
+
+def cancelled(outcome: Outcome) -> Outcome:
+    """``outcome`` for a job asked to stop while it ran: it ends cancelled, never retried.
+
+    What the attempt did stays on record (its error, or its result if it completed).
+    """
+    return dataclasses.replace(
+        outcome,
+        status=JobStatus.CANCELLED,
+        finished_at=outcome.finished_at or timezone.now(),
+        run_after=None,
+        outcome=Attempt.CANCELLED,
     )
 
 
@@ -193,7 +208,9 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     The record carries ``job_id``, ``job_name``, ``queue``, ``attempt``, ``outcome``,
     ``duration`` (seconds) and ``worker_id`` as attributes, for structured (JSON) formatters.
     """
-    level = logging.INFO if outcome.outcome == Attempt.COMPLETED else logging.ERROR
+    level = {Attempt.COMPLETED: logging.INFO, Attempt.CANCELLED: logging.WARNING}.get(
+        Attempt(outcome.outcome), logging.ERROR
+    )
     if not logger.isEnabledFor(level):
         return
     duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
@@ -210,6 +227,14 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     ran = f"after {_seconds(duration)}"
     if outcome.outcome == Attempt.COMPLETED:
         logger.info("%s completed %s", head, ran, extra=extra)
+    elif outcome.outcome == Attempt.CANCELLED:
+        logger.warning(
+            "%s cancelled %s (asked to stop while it ran%s)",
+            head,
+            ran,
+            f"; {type(outcome.exception).__name__}" if outcome.exception else "",
+            extra=extra,
+        )
     elif outcome.outcome == Attempt.RETRIED and outcome.run_after is not None:
         wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
         logger.error(

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from django_pgqueue import job
+from django_pgqueue import current_job, job
 
 
 @job
@@ -59,3 +59,31 @@ def returns_set() -> object:
 def hangs(seconds: float) -> None:
     """Sleeps past its 1 s timeout: the worker must give up on it and carry on."""
     time.sleep(seconds)
+
+
+@job(max_attempts=3)
+def until_cancelled(marker: str, fail: bool = False) -> str:
+    """Reports progress every 0.1 s until cancelled (at most ~10 min), then stops: returns, or
+    raises with ``fail``. Writes what it saw to ``marker``."""
+    me = current_job()
+    Path(marker).write_text(f"started {me.id} attempt {me.attempt}\n")
+    for step in range(6000):
+        me.set_progress(step, 6000, "working")
+        if me.cancel_requested:
+            with open(marker, "a") as fh:
+                fh.write("saw cancel\n")
+            if fail:
+                raise RuntimeError("stopping because I was cancelled")
+            return "stopped"
+        time.sleep(0.1)
+    return "never cancelled"
+
+
+@job(max_attempts=3)
+def ignores_cancel(marker: str, seconds: float) -> str:
+    """Sleeps ``seconds`` without ever looking at ``cancel_requested``."""
+    Path(marker).write_text("started\n")
+    time.sleep(seconds)
+    with open(marker, "a") as fh:
+        fh.write("finished\n")
+    return "done"

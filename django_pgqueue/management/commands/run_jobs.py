@@ -67,6 +67,13 @@ class Command(BaseCommand):
             f"(default: PGQUEUE_SHUTDOWN_TIMEOUT = {settings.SHUTDOWN_TIMEOUT:g}).",
         )
         parser.add_argument(
+            "--cancel-timeout",
+            type=float,
+            default=None,
+            help="Seconds a cancelled running job has to return before its thread is abandoned "
+            f"(default: PGQUEUE_CANCEL_TIMEOUT = {settings.CANCEL_TIMEOUT}).",
+        )
+        parser.add_argument(
             "--worker-id",
             default=None,
             help="Name of this worker in the jobs' locked_by column and the admin "
@@ -86,6 +93,7 @@ class Command(BaseCommand):
             "burst": options["burst"],
             "max_jobs": options["max_jobs"],
             "shutdown_timeout": options["shutdown_timeout"],
+            "cancel_timeout": options["cancel_timeout"],
             "worker_id": options["worker_id"],
         }
         # Always supervised, even with one process: a job that kills its process (os._exit, a

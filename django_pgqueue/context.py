@@ -1,0 +1,103 @@
+"""``current_job()``: what a running job knows about itself, from inside its own thread.
+
+The worker's executor makes a :class:`CurrentJob` for each attempt and binds it to the thread
+running it. The job reads its id and attempt, asks whether it was cancelled
+(``cancel_requested``, set by the worker loop when ``Job.cancel()`` reaches it) and reports
+progress, which the loop writes to the job's row about once a second (never from the job's own
+connection or transaction), where the admin shows it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from django_pgqueue.arguments import jsonb_storable
+from django_pgqueue.sql import dumps
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+_local = threading.local()
+
+
+class CurrentJob:
+    """The running attempt of a job, as the job itself sees it."""
+
+    __slots__ = ("_cancel", "_lock", "_progress", "attempt", "id", "max_attempts", "name", "queue")
+
+    def __init__(self, job: Job) -> None:
+        self.id: int = job.pk
+        self.name: str = job.name
+        self.queue: str = job.queue
+        #: The attempt running, from 1.
+        self.attempt: int = job.attempts
+        self.max_attempts: int = job.max_attempts
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._progress: str | None = None  # JSON not yet written
+
+    def __repr__(self) -> str:
+        return f"<CurrentJob {self.name} #{self.id} attempt {self.attempt}>"
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether this job was cancelled while it ran: stop soon, at a point of your choosing.
+
+        Whatever the attempt then returns or raises, the job ends ``cancelled`` and is not
+        retried.
+        """
+        return self._cancel.is_set()
+
+    def set_progress(self, done: float, total: float | None = None, message: str = "") -> None:
+        """Report how far the job is (``done`` of ``total``, and a short message).
+
+        Cheap: the value is kept in memory and written by the worker about once a second.
+        """
+        for label, value in (("done", done), ("total", total)):
+            if value is None and label == "total":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"set_progress: {label} must be a number, not {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"set_progress: {label} must be finite, got {value!r}")
+        if not isinstance(message, str):
+            raise TypeError(f"set_progress: message must be a string, not {message!r}")
+        text = dumps({"done": done, "total": total, "message": message[:500]})
+        if not jsonb_storable(text):
+            raise ValueError("set_progress: message must not hold NULs or lone surrogates")
+        with self._lock:
+            self._progress = text
+
+    # ----- the worker's side -----------------------------------------------------------------
+
+    def request_cancel(self) -> None:
+        self._cancel.set()
+
+    def take_progress(self) -> str | None:
+        """The progress reported since the last call (JSON), if any."""
+        with self._lock:
+            text, self._progress = self._progress, None
+        return text
+
+
+def current_job() -> CurrentJob:
+    """The job running in this thread (``RuntimeError`` outside a job run by a worker)."""
+    job: CurrentJob | None = getattr(_local, "job", None)
+    if job is None:
+        raise RuntimeError("current_job() is only available inside a job run by a worker")
+    return job
+
+
+@contextmanager
+def bound_to_thread(job: CurrentJob) -> Iterator[CurrentJob]:
+    """Bind ``job`` to the calling thread for the duration of its attempt."""
+    previous = getattr(_local, "job", None)
+    _local.job = job
+    try:
+        yield job
+    finally:
+        _local.job = previous

@@ -1,0 +1,181 @@
+"""Cancelling running jobs, ``current_job()`` and progress: the rows, and real workers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from django_pgqueue import CurrentJob, current_job, operations
+from django_pgqueue.models import Job
+from django_pgqueue.operations import Outcome
+from django_pgqueue.states import Attempt, JobStatus
+from tests.testapp import jobs
+from tests.utils import start_worker, stop, wait_until, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def fetch(job: Job) -> Job:
+    return Job.objects.get(pk=job.pk)
+
+
+def claimed(job: Job, worker: str = "w1") -> Job:
+    (row,) = Job.objects.claim(worker)
+    assert row.pk == job.pk
+    return fetch(row)
+
+
+# ----- the rows ----------------------------------------------------------------------------
+
+
+def test_cancel_of_a_pending_job_is_at_once_and_of_a_finished_one_does_nothing():
+    pending = jobs.add.enqueue(1, 2)
+    assert pending.cancel() is True
+    assert (pending.status, pending.cancel_requested_at) == (JobStatus.CANCELLED, None)
+    assert pending.cancel() is False  # finished now
+    assert fetch(pending).status == JobStatus.CANCELLED
+
+
+def test_cancel_of_a_running_job_asks_it_to_stop_and_tells_the_workers():
+    created = jobs.add.enqueue(1, 2)
+    row = claimed(created)
+    with connection.cursor() as cursor:
+        cursor.execute("LISTEN pgqueue_control")
+    assert row.cancel() is True
+    assert row.status == JobStatus.RUNNING and row.cancel_requested_at is not None
+    assert row.cancel() is False  # asked once
+    raw = connection.connection
+    notifies = list(raw.notifies(timeout=2, stop_after=1))
+    assert [(n.channel, n.payload) for n in notifies] == [("pgqueue_control", "cancel")]
+    assert operations.cancel_requested(operations.DjangoDatabase("default"), "w1", [row.pk]) == {
+        row.pk
+    }
+    owned, asked = operations.heartbeat(operations.DjangoDatabase("default"), "w1", [row.pk])
+    assert owned == asked == {row.pk}
+
+
+@pytest.mark.parametrize(
+    "status,outcome",
+    [(JobStatus.PENDING, Attempt.RETRIED), (JobStatus.COMPLETED, Attempt.COMPLETED)],
+)
+def test_whatever_the_attempt_returns_a_job_asked_to_stop_ends_cancelled(status, outcome):
+    row = claimed(jobs.always_fails.enqueue())
+    row.cancel()
+    now = timezone.now()
+    result = Outcome(
+        row.pk,
+        status,
+        now,
+        None if status == JobStatus.PENDING else now,
+        run_after=now,
+        outcome=outcome,
+    )
+    db = operations.DjangoDatabase("default")
+    assert operations.finish(db, "w1", [result], delete_completed=False) == {row.pk}
+    row = fetch(row)
+    assert (row.status, row.attempts) == (JobStatus.CANCELLED, 1)
+    assert row.finished_at is not None
+    assert Job.objects.claim("w2") == []  # never retried
+
+
+def test_a_cancelled_job_handed_back_or_reclaimed_is_cancelled_not_run_again():
+    handed = claimed(jobs.add.enqueue(1, 2))
+    handed.cancel()
+    assert operations.release(operations.DjangoDatabase("default"), "w1", [handed.pk]) == {
+        handed.pk
+    }
+    assert fetch(handed).status == JobStatus.CANCELLED
+
+    stale = claimed(jobs.add.enqueue(3, 4))
+    stale.cancel()
+    Job.objects.filter(pk=stale.pk).update(locked_at=timezone.now() - timedelta(hours=1))
+    assert Job.objects.claim("w2") == []
+    stale = fetch(stale)
+    assert stale.status == JobStatus.CANCELLED
+    assert "WorkerLost" in stale.last_error
+
+
+def test_retrying_a_cancelled_job_clears_the_request_and_its_progress():
+    row = claimed(jobs.add.enqueue(1, 2))
+    row.cancel()
+    operations.save_progress(operations.DjangoDatabase("default"), "w1", {row.pk: '{"done":1}'})
+    assert fetch(row).progress == {"done": 1}
+    operations.release(operations.DjangoDatabase("default"), "w1", [row.pk])
+    assert fetch(row).retry() is True
+    row = fetch(row)
+    assert (row.status, row.cancel_requested_at, row.progress) == (JobStatus.PENDING, None, None)
+
+
+def test_current_job_outside_a_job_and_bad_progress_say_what_is_wrong():
+    with pytest.raises(RuntimeError, match="only available inside a job"):
+        current_job()
+    me = CurrentJob(Job(pk=1, name="x", queue="q", attempts=1, max_attempts=3))
+    with pytest.raises(TypeError, match="done must be a number"):
+        me.set_progress("half")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="total must be finite"):
+        me.set_progress(1, float("nan"))
+    with pytest.raises(ValueError, match="NULs or lone surrogates"):
+        me.set_progress(1, 2, "a\x00b")
+    me.set_progress(1, 2, "half")
+    assert me.take_progress() == '{"done":1,"total":2,"message":"half"}'
+    assert me.take_progress() is None  # written once
+
+
+# ----- real workers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("listen", ["1", "0"], ids=["notify", "polling"])
+@pytest.mark.parametrize("fail", [False, True], ids=["returns", "raises"])
+def test_a_running_job_that_checks_cancel_requested_stops_and_ends_cancelled(
+    tmp_path: Path, listen: str, fail: bool
+):
+    marker = tmp_path / "marker"
+    created = jobs.until_cancelled.enqueue(str(marker), fail)
+    proc = start_worker("--threads", "2", env=worker_env(PGQUEUE_LISTEN=listen))
+    try:
+        wait_until(marker.exists)
+        # Its progress reaches the row while it runs.
+        wait_until(lambda: (fetch(created).progress or {}).get("total") == 6000)
+        assert fetch(created).progress["message"] == "working"
+        assert fetch(created).cancel() is True
+        wait_until(lambda: fetch(created).status == JobStatus.CANCELLED)
+        # The worker carries on; the cancelled job is not retried.
+        after = jobs.add.enqueue(2, 3)
+        wait_until(lambda: fetch(after).status == JobStatus.COMPLETED)
+    finally:
+        text = stop(proc)
+    row = fetch(created)
+    assert (row.status, row.attempts) == (JobStatus.CANCELLED, 1), text
+    assert "saw cancel" in marker.read_text()
+    if fail:
+        assert "stopping because I was cancelled" in row.last_error
+        assert row.result is None
+    else:
+        assert row.result == "stopped"
+    assert f"until_cancelled #{row.pk}" in text and "cancelled after" in text
+
+
+def test_a_job_that_ignores_the_request_is_abandoned_after_the_cancel_timeout(tmp_path: Path):
+    marker = tmp_path / "marker"
+    out = tmp_path / "out"
+    created = jobs.ignores_cancel.enqueue(str(marker), 600.0)
+    # One thread: only a replacement thread can run the job enqueued after it.
+    proc = start_worker("--threads", "1", "--cancel-timeout", "1")
+    try:
+        wait_until(marker.exists)
+        fetch(created).cancel()
+        wait_until(lambda: fetch(created).status == JobStatus.CANCELLED)
+        jobs.record.enqueue(str(out), "after")
+        wait_until(out.exists)
+    finally:
+        text = stop(proc, timeout=120)
+    row = fetch(created)
+    assert (row.status, row.attempts) == (JobStatus.CANCELLED, 1)
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.CancelTimeout"
+    assert "its thread was abandoned" in row.last_error
+    assert "finished" not in marker.read_text()  # still sleeping in its abandoned thread
+    assert "CancelTimeout" in text
