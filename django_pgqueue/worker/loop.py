@@ -215,9 +215,7 @@ class Worker:
 
                 self.housekeeping.run_due(now)
                 if self._claimed:  # cancellations and progress of the jobs we hold
-                    self._control.tick(
-                        self._connection, self.worker_id, self._heartbeat_ids(), now
-                    )
+                    self._control.tick(self._connection, self.worker_id, self._heartbeat_ids(), now)
 
                 # 3. Claim when executors are about to run dry.
                 if budget is not None and budget <= 0:
@@ -340,9 +338,7 @@ class Worker:
         """Refresh our locks, notice jobs we no longer own, and report ourselves."""
         owned_ids = self._heartbeat_ids()
         if owned_ids:
-            still, asked_to_stop = operations.heartbeat(
-                self._connection, self.worker_id, owned_ids
-            )
+            still, asked_to_stop = operations.heartbeat(self._connection, self.worker_id, owned_ids)
             self._control.cancel(asked_to_stop)
             for job_id in set(owned_ids) - still:
                 logger.warning(
