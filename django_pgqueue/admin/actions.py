@@ -163,7 +163,7 @@ class JobActions(JobAdminBase):
         )
 
     @admin.action(
-        description="Cancel selected jobs (pending: at once; running: asked to stop)",
+        description="Cancel selected jobs (pending at once, running asked to stop)",
         permissions=["change"],
     )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
