@@ -9,9 +9,9 @@ arithmetic hold with room to spare; ``docs/settings.md`` lists them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN
 
@@ -21,6 +21,8 @@ MAX_SECONDS = 100 * 365 * 86400.0
 MAX_ATTEMPTS = 1_000_000
 QUEUE_NAME_MAX = 100
 KEY_MAX = 255
+#: A worker id is stored in 255-character columns, with ``.N`` added per process.
+WORKER_ID_MAX = 250
 
 
 class WrongType(str):
@@ -175,9 +177,61 @@ SETTINGS: dict[str, Rule] = {
 }
 
 
+def _or_none(rule: Rule) -> Rule:
+    """The same rule, allowing None (for an option whose None means "the setting")."""
+    return cast("Rule", replace(cast("Any", rule), nullable=True))
+
+
+#: The worker's options (``Worker``, ``Supervisor`` and ``run_jobs``); None means the default.
+#: ``run_jobs``' argparse types come from here, and the worker checks its own arguments too.
+WORKER_OPTIONS: dict[str, Rule] = {
+    "queue": Text(QUEUE_NAME_MAX),
+    "processes": Integer(1, 1_000),
+    "threads": Integer(1, 1_000),
+    "batch_size": _or_none(SETTINGS["BATCH_SIZE"]),
+    "max_jobs": Integer(1, 10**12, nullable=True),
+    "shutdown_timeout": _or_none(SETTINGS["SHUTDOWN_TIMEOUT"]),
+    "worker_id": Text(WORKER_ID_MAX, nullable=True),
+}
+
+#: ``pgqueue_bench``'s options, besides the worker's.
+BENCH_OPTIONS: dict[str, Rule] = {
+    "jobs": Integer(1, 10_000_000),
+    "single_samples": Integer(1, 1_000_000),
+    "pickup_samples": Integer(1, 100_000),
+    "history_rows": Integer(1, 100_000_000),
+    "claim_jobs": Integer(1, 10_000_000),
+    "claim_repeats": Integer(1, 1_000),
+    "memory_jobs": Integer(1, 100_000_000),
+    # --scenario
+    "minutes": Number(0, 10_080, seconds=False, low_inclusive=False, nullable=True),
+    "rate": Number(0, 1_000_000, seconds=False, low_inclusive=False),
+    "stress_rate": Number(0, 1_000_000, seconds=False, low_inclusive=False, nullable=True),
+    "job_ms": Number(0, 3_600_000, seconds=False, low_inclusive=False),
+    "warmup": _seconds(),
+    "clean": _seconds(),
+    "stress": _seconds(),
+    "recovery": _seconds(),
+    "drain_timeout": _seconds(),
+    "sample_seconds": _seconds(above=True),
+    "reader_transaction_seconds": _seconds(above=True),
+    "readers": Integer(1, 1_000),
+}
+
+
 def to_seconds(value: Any) -> Any:
     """A timedelta as seconds; anything else as it is (for the rules to judge)."""
     return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def check_worker_options(queues: Any = None, **values: Any) -> None:
+    """Raise TypeError or ValueError for the first of a worker's options outside its rule."""
+    if isinstance(queues, str):
+        raise TypeError(f"queues must be a list of queue names, not the string {queues!r}")
+    for queue in queues or ():
+        check(WORKER_OPTIONS, "queue", queue)
+    for name, value in values.items():
+        check(WORKER_OPTIONS, name, value)
 
 
 def check(table: dict[str, Rule], name: str, value: Any) -> None:

@@ -9,12 +9,13 @@ A receiver that raises is logged and ignored: monitoring never breaks a job or t
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.dispatch import Signal
 
-logger = logging.getLogger("django_pgqueue.signals")
+from django_pgqueue.printable import get_logger
+
+logger = get_logger("django_pgqueue.signals")
 
 job_started = Signal()
 job_finished = Signal()

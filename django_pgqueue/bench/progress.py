@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Protocol, TextIO
 
+from django_pgqueue.printable import printable
+
 
 class Progress(Protocol):
     """How a phase reports itself; ``live`` asks for ``update`` calls (costs a query each)."""
@@ -45,6 +47,7 @@ class BarProgress:
         self.started = 0.0
 
     def start(self, phase: str, total: int | None = None) -> None:
+        phase = printable(phase)  # a warning names worker ids from rows
         self.phase, self.total, self.started = phase, total, time.monotonic()
         if self.live:
             self._draw(0)

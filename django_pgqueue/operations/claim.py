@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
+from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import JOB_COLUMNS
 from django_pgqueue.sql import claim as sql
 from django_pgqueue.states import JobStatus
@@ -15,7 +15,7 @@ from django_pgqueue.states import JobStatus
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 # How often a claim is retried when a concurrent claim won the race for a concurrency key.
 CLAIM_RACE_RETRIES = 5

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -10,12 +9,13 @@ from datetime import datetime
 from django.utils import timezone
 
 from django_pgqueue.operations.db import CONNECTION_ERRORS, DATABASE_ERRORS, Database
+from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import control as control_sql
 from django_pgqueue.sql import dumps
 from django_pgqueue.sql import outcomes as sql
 from django_pgqueue.states import Attempt, JobStatus
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 
 @dataclass(slots=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from django.utils.json import normalize_json
 
 from django_pgqueue import registry
 from django_pgqueue.exceptions import UnknownJob
+from django_pgqueue.printable import get_logger
 from django_pgqueue.retries import is_final_attempt
 from django_pgqueue.rules import to_seconds
 from django_pgqueue.spec import JobSpec
@@ -63,7 +63,7 @@ def task_spec(task: PgQueueTask) -> JobSpec:
     ).with_defaults(**_backend_defaults.get(task.backend, {}))
 
 
-logger = logging.getLogger("django_pgqueue.tasks")
+logger = get_logger("django_pgqueue.tasks")
 
 
 class TaskRunnable:

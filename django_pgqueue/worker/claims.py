@@ -3,7 +3,6 @@ a second, and how long to sleep when nothing was left to claim."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -12,12 +11,13 @@ from django.utils import timezone
 
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
+from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.connection import QueueConnection
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 # How long the loop waits before looking again when runnable jobs exist that it could not
 # claim (held by another claim, or waiting for their concurrency key).

@@ -9,7 +9,6 @@ reads its rows the same way.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -21,8 +20,9 @@ from django.db import connections
 
 from django_pgqueue.conf import settings
 from django_pgqueue.operations.db import CONNECTION_ERRORS
+from django_pgqueue.printable import get_logger
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 #: What a statement prepared on another server connection looks like from here.
 PREPARED_STATEMENT_ERRORS: tuple[type[Exception], ...] = (

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django_pgqueue.operations import Outcome
+from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 
 @dataclass

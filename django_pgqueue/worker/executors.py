@@ -13,7 +13,6 @@ thread replaced.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -28,6 +27,7 @@ from django_pgqueue import registry
 from django_pgqueue.context import CurrentJob, bound_to_thread
 from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
+from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.performer import cancelled, decide, failed, log_outcome, perform
@@ -35,7 +35,7 @@ from django_pgqueue.worker.performer import cancelled, decide, failed, log_outco
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 #: How often running jobs with a timeout are checked.
 TIMEOUT_CHECK_INTERVAL = 0.25

@@ -21,7 +21,6 @@ takes over). When the journal fills up it is rewritten from what is still open.
 from __future__ import annotations
 
 import json
-import logging
 import mmap
 import os
 import struct
@@ -33,9 +32,10 @@ from pathlib import Path
 from django_pgqueue import operations
 from django_pgqueue.exceptions import WorkerCrashed
 from django_pgqueue.operations import Database, Outcome
+from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 #: Size of the mapped file (sparse: only what is written takes memory and disk).
 CAPACITY = 32 * 1024 * 1024

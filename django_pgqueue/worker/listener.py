@@ -8,16 +8,16 @@ and turns each relevant notification into a wake-up event for the worker loop.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 
 from django_pgqueue.operations import CONNECTION_ERRORS
+from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 
 class Listener(threading.Thread):

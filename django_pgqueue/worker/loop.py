@@ -19,7 +19,6 @@ and SIGINT).
 
 from __future__ import annotations
 
-import logging
 import os
 import queue as queue_module
 import socket
@@ -29,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from django_pgqueue import operations
+from django_pgqueue import operations, rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
+from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
 from django_pgqueue.worker.connection import Backoff, QueueConnection, log_database_error
@@ -46,7 +46,7 @@ from django_pgqueue.worker.signals import ShutdownSignals
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 _WAKE = object()
 _STOP = object()
@@ -79,8 +79,14 @@ class Worker:
         journal: Journal | None = None,
         cancel_timeout: float | None = None,
     ) -> None:
-        if threads < 1:
-            raise ValueError("threads must be at least 1")
+        rules.check_worker_options(
+            queues,
+            threads=threads,
+            batch_size=batch_size,
+            max_jobs=max_jobs,
+            shutdown_timeout=shutdown_timeout,
+            worker_id=worker_id,
+        )
         self.queues = list(queues) if queues else None
         self.threads = threads
         self.batch_size = batch_size if batch_size is not None else settings.BATCH_SIZE

@@ -21,6 +21,7 @@ from django_pgqueue import registry, signals
 from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
 from django_pgqueue.operations import Outcome
+from django_pgqueue.printable import get_logger
 from django_pgqueue.retries import RetryDecision
 from django_pgqueue.sql import dumps
 from django_pgqueue.states import Attempt, JobStatus
@@ -28,7 +29,7 @@ from django_pgqueue.states import Attempt, JobStatus
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 #: The largest JSON result stored (jsonb itself stops at 255 MB; a result is not a blob store).
 MAX_RESULT_BYTES = 64 * 1024 * 1024

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -12,7 +11,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-logger = logging.getLogger("django_pgqueue.worker")
+from django_pgqueue.printable import get_logger
+
+logger = get_logger("django_pgqueue.worker")
 
 # Signals this close to the first are one request arriving twice (systemd and terminals signal
 # the whole process group, and the supervisor forwards the same signal).

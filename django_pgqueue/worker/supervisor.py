@@ -30,14 +30,16 @@ from typing import Any
 
 from django.db import connections
 
+from django_pgqueue import rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS
+from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.connection import QueueConnection
 from django_pgqueue.worker.journal import Journal, recover
 from django_pgqueue.worker.loop import Worker, default_worker_id
 from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 RESTART_DELAY_MAX = 30.0
 # A child that ran this long before dying counts as healthy: its restart delay starts over.
@@ -60,8 +62,12 @@ class _Child:
 
 class Supervisor:
     def __init__(self, processes: int, **worker_options: Any) -> None:
-        if processes < 1:
-            raise ValueError("processes must be at least 1")
+        # Checked here too, so that a bad option fails at once rather than in every child.
+        rules.check_worker_options(
+            worker_options.get("queues"),
+            processes=processes,
+            **{k: v for k, v in worker_options.items() if k in rules.WORKER_OPTIONS},
+        )
         self.processes = processes
         self.worker_options = worker_options
         self.burst = bool(worker_options.get("burst"))

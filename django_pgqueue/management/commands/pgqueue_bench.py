@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any, TextIO
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
 from django_pgqueue import bench
 from django_pgqueue.bench.progress import BarProgress
 from django_pgqueue.bench.scenarios import report as scenario_report
 from django_pgqueue.bench.scenarios import runner as scenarios
+from django_pgqueue.management.options import of
+from django_pgqueue.printable import printable
+from django_pgqueue.rules import BENCH_OPTIONS, WORKER_OPTIONS
+
+#: Every numeric option's type and range (argparse refuses the rest: exit status 2).
+RULES = {**WORKER_OPTIONS, **BENCH_OPTIONS}
+
+
+def phase_list(text: str) -> list[str]:
+    """``--phases``: comma-separated names of :data:`bench.PHASES`, at least one."""
+    phases = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = sorted(set(phases) - set(bench.PHASES))
+    choices = f"choose from {', '.join(bench.PHASES)}"
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown phases {', '.join(unknown)} ({choices})")
+    if not phases:
+        raise argparse.ArgumentTypeError(f"no phase given ({choices})")
+    return phases
 
 
 class Command(BaseCommand):
@@ -25,64 +44,65 @@ class Command(BaseCommand):
         defaults = bench.BenchOptions()
         parser.add_argument(
             "--jobs",
-            type=int,
+            type=of(RULES["jobs"]),
             default=defaults.jobs,
             help=f"No-op jobs bulk-enqueued, then drained (default: {defaults.jobs:,}).",
         )
         parser.add_argument(
             "--processes",
-            type=int,
+            type=of(RULES["processes"]),
             default=None,
             help=f"Worker processes for the drain (default: {defaults.processes}) or the "
             "scenario (default: 1).",
         )
         parser.add_argument(
             "--threads",
-            type=int,
+            type=of(RULES["threads"]),
             default=None,
             help=f"Threads per worker process (default: {defaults.threads}; 8 for a scenario).",
         )
         parser.add_argument(
             "--batch-size",
-            type=int,
+            type=of(RULES["batch_size"]),
             default=None,
             help="Jobs claimed per statement (default: PGQUEUE_BATCH_SIZE).",
         )
         parser.add_argument(
             "--single-samples",
-            type=int,
+            type=of(RULES["single_samples"]),
             default=defaults.single_samples,
             help=f"enqueue() calls timed (default: {defaults.single_samples:,}).",
         )
         parser.add_argument(
             "--pickup-samples",
-            type=int,
+            type=of(RULES["pickup_samples"]),
             default=defaults.pickup_samples,
             help=f"Jobs timed from commit to start (default: {defaults.pickup_samples}).",
         )
         parser.add_argument(
             "--history-rows",
-            type=int,
+            type=of(RULES["history_rows"]),
             default=defaults.history_rows,
             help=f"Finished rows added for history_claim_ratio (default: "
             f"{defaults.history_rows:,}).",
         )
         parser.add_argument(
             "--claim-jobs",
-            type=int,
+            type=of(RULES["claim_jobs"]),
             default=defaults.claim_jobs,
             help=f"Jobs per claim-throughput run (default: {defaults.claim_jobs:,}).",
         )
         parser.add_argument(
             "--claim-repeats",
-            type=int,
+            type=of(RULES["claim_repeats"]),
             default=defaults.claim_repeats,
             help=f"Claim-throughput runs per history size, median kept "
             f"(default: {defaults.claim_repeats}).",
         )
         parser.add_argument(
             "--phases",
-            default=",".join(bench.PHASES),
+            type=phase_list,
+            default=list(bench.PHASES),
             help=f"Comma-separated phases to run (default: all of {','.join(bench.PHASES)}); "
             "the figures of the others are null.",
         )
@@ -94,7 +114,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--memory-jobs",
-            type=int,
+            type=of(RULES["memory_jobs"]),
             default=1_000_000,
             help="Jobs run for --memory (default: 1,000,000).",
         )
@@ -118,7 +138,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--minutes",
-            type=float,
+            type=of(RULES["minutes"]),
             default=None,
             help=f"Length of the scenario's stress phase in minutes (default: {s.stress:g} s).",
         )
@@ -139,10 +159,16 @@ class Command(BaseCommand):
             ("drain-timeout", s.drain_timeout, "Wait this long for the backlog at the end (s)"),
         ):
             parser.add_argument(
-                f"--{name}", type=float, default=default, help=f"{text} (default: {default})."
+                f"--{name}",
+                type=of(RULES[name.replace("-", "_")]),
+                default=default,
+                help=f"{text} (default: {default}).",
             )
         parser.add_argument(
-            "--readers", type=int, default=s.readers, help="active-readers: connections."
+            "--readers",
+            type=of(RULES["readers"]),
+            default=s.readers,
+            help="active-readers: connections.",
         )
         parser.add_argument(
             "--output-dir",
@@ -151,20 +177,12 @@ class Command(BaseCommand):
         )
 
     def handle_scenario(self, options: dict[str, Any], progress: BarProgress) -> None:
-        seconds = {}
-        for name in ("warmup", "clean", "stress", "recovery", "drain_timeout"):
-            if options[name] < 0:
-                raise CommandError(f"--{name.replace('_', '-')} must not be negative")
-            seconds[name] = options[name]
+        seconds = {
+            name: options[name]
+            for name in ("warmup", "clean", "stress", "recovery", "drain_timeout")
+        }
         if options["minutes"] is not None:
-            if options["minutes"] <= 0:
-                raise CommandError("--minutes must be positive")
             seconds["stress"] = options["minutes"] * 60
-        for name in ("rate", "job_ms", "sample_seconds", "reader_transaction_seconds"):
-            if options[name] <= 0:
-                raise CommandError(f"--{name.replace('_', '-')} must be positive")
-        if options["stress_rate"] is not None and options["stress_rate"] <= 0:
-            raise CommandError("--stress-rate must be positive")
         result = scenarios.ScenarioRun(
             scenarios.ScenarioOptions(
                 scenario=options["scenario"],
@@ -182,15 +200,12 @@ class Command(BaseCommand):
             progress=progress,
         ).run()
         for line in scenario_report.lines(result):
-            self.stdout.write(line)
+            self.stdout.write(printable(line))
         if options["json"]:
             self.stdout.write(json.dumps(result.as_json(), default=str))
 
     def handle(self, *args: Any, **options: Any) -> None:
         defaults = bench.BenchOptions()
-        for name in ("processes", "threads", "readers"):
-            if options[name] is not None and options[name] < 1:
-                raise CommandError(f"--{name} must be at least 1")
         # The raw stream under Django's OutputWrapper, which would end every write with "\n".
         stream: TextIO = getattr(self.stderr, "_out", sys.stderr)
         progress = BarProgress(stream, enabled=not options["no_progress"])
@@ -199,23 +214,7 @@ class Command(BaseCommand):
             return
         options["processes"] = options["processes"] or defaults.processes
         options["threads"] = options["threads"] or defaults.threads
-        for name in (
-            "jobs",
-            "single_samples",
-            "pickup_samples",
-            "history_rows",
-            "claim_jobs",
-            "claim_repeats",
-            "memory_jobs",
-        ):
-            if options[name] < 1:
-                raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
-        if options["batch_size"] is not None and options["batch_size"] < 1:
-            raise CommandError("--batch-size must be at least 1")
-        phases = [p.strip() for p in options["phases"].split(",") if p.strip()]
-        unknown = sorted(set(phases) - set(bench.PHASES))
-        if unknown:
-            raise CommandError(f"Unknown phases: {', '.join(unknown)}")
+        phases = options["phases"]
         if options["memory"]:
             memory = bench.run_memory(
                 jobs=options["memory_jobs"],
@@ -224,7 +223,7 @@ class Command(BaseCommand):
                 progress=progress,
             )
             for line in bench.memory_lines(memory):
-                self.stdout.write(line)
+                self.stdout.write(printable(line))
             if options["json"]:
                 self.stdout.write(json.dumps(memory.__dict__, default=str))
             return
@@ -245,6 +244,6 @@ class Command(BaseCommand):
             progress=progress,
         ).run()
         for line in bench.table_lines(result):
-            self.stdout.write(line)
+            self.stdout.write(printable(line))
         if options["json"]:
             self.stdout.write(json.dumps(result.as_json(), default=str))

@@ -1,14 +1,19 @@
-"""``manage.py pgqueue_status``: the admin dashboard's per-queue numbers, as a table or JSON."""
+"""``manage.py pgqueue_status``: the admin dashboard's per-queue numbers, as a table or JSON.
+
+Queue names come from rows and are printed with their control characters escaped.
+"""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_pgqueue import stats
+from django_pgqueue.management.options import of
+from django_pgqueue.printable import printable, printable_json
+from django_pgqueue.rules import WORKER_OPTIONS
 
 COLUMNS = (
     ("queue", "QUEUE"),
@@ -38,7 +43,7 @@ def _age(value: timedelta | None) -> str:
 
 def _row(q: stats.QueueStats) -> dict[str, str]:
     cells = {name: str(getattr(q, name, "")) for name, _ in COLUMNS}
-    cells["queue"] = q.queue
+    cells["queue"] = printable(q.queue)
     cells["oldest"] = _age(q.oldest_runnable_age)
     cells["workers"] = str(q.workers)
     return cells
@@ -80,6 +85,7 @@ class Command(BaseCommand):
             action="append",
             dest="queues",
             metavar="QUEUE",
+            type=of(WORKER_OPTIONS["queue"]),
             help="Only this queue (repeatable).",
         )
 
@@ -89,6 +95,6 @@ class Command(BaseCommand):
             wanted = set(options["queues"])
             report.queues = [q for q in report.queues if q.queue in wanted]
         if options["json"]:
-            self.stdout.write(json.dumps(report.as_dict(), indent=2))
+            self.stdout.write(printable_json(report.as_dict(), indent=2))
         else:
             self.stdout.write(render_table(report))

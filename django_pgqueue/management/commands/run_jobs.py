@@ -9,6 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_pgqueue.conf import settings
+from django_pgqueue.management.options import of
+from django_pgqueue.rules import WORKER_OPTIONS
 from django_pgqueue.worker import Supervisor
 
 
@@ -26,24 +28,25 @@ class Command(BaseCommand):
             action="append",
             dest="queues",
             metavar="QUEUE",
+            type=of(WORKER_OPTIONS["queue"]),
             help="Serve this queue; repeat for several, served in the order given "
             "(default: every queue, by priority).",
         )
         parser.add_argument(
             "--processes",
-            type=int,
+            type=of(WORKER_OPTIONS["processes"]),
             default=1,
             help="Worker processes under the supervisor that restarts any that die (default: 1).",
         )
         parser.add_argument(
             "--threads",
-            type=int,
+            type=of(WORKER_OPTIONS["threads"]),
             default=1,
             help="Jobs run at once in each process, for I/O-bound jobs (default: 1).",
         )
         parser.add_argument(
             "--batch-size",
-            type=int,
+            type=of(WORKER_OPTIONS["batch_size"]),
             default=None,
             help="Most jobs a process claims ahead in one statement "
             f"(default: PGQUEUE_BATCH_SIZE = {settings.BATCH_SIZE}).",
@@ -55,13 +58,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-jobs",
-            type=int,
+            type=of(WORKER_OPTIONS["max_jobs"]),
             default=None,
             help="Exit after running this many jobs (with --processes, the process is replaced).",
         )
         parser.add_argument(
             "--shutdown-timeout",
-            type=float,
+            type=of(WORKER_OPTIONS["shutdown_timeout"]),
             default=None,
             help="Seconds a graceful shutdown waits for running jobs "
             f"(default: PGQUEUE_SHUTDOWN_TIMEOUT = {settings.SHUTDOWN_TIMEOUT:g}).",
@@ -75,16 +78,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--worker-id",
+            type=of(WORKER_OPTIONS["worker_id"]),
             default=None,
             help="Name of this worker in the jobs' locked_by column and the admin "
             "(default: HOSTNAME:PID; with --processes, ID.N per process).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for name in ("processes", "threads", "batch_size", "max_jobs"):
-            if options[name] is not None and options[name] < 1:
-                self.stderr.write(f"--{name.replace('_', '-')} must be at least 1")
-                sys.exit(2)
         configure_logging(options["verbosity"])
         worker_options: dict[str, Any] = {
             "queues": options["queues"],
