@@ -66,7 +66,7 @@ _FILTER = PrintableFilter()
 
 def get_logger(name: str) -> logging.Logger:
     """``logging.getLogger(name)`` with :class:`PrintableFilter` on it (once)."""
-    logger = logging.getLogger(name)
+    logger = logging.getLogger(name)  # noqa: TID251
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
     return logger

@@ -12,14 +12,14 @@ reported some.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 
 from django_pgqueue import operations
 from django_pgqueue.operations import Database
+from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.executors import Executors
 
-logger = logging.getLogger("django_pgqueue.worker")
+logger = get_logger("django_pgqueue.worker")
 
 #: Without LISTEN, how often a worker holding jobs asks whether any was cancelled.
 CANCEL_POLL_INTERVAL = 0.5

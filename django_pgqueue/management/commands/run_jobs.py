@@ -108,7 +108,7 @@ def configure_logging(verbosity: int) -> None:
 
     A project that configures the ``django_pgqueue`` logger in LOGGING keeps its handlers.
     """
-    logger = logging.getLogger("django_pgqueue")
+    logger = logging.getLogger("django_pgqueue")  # noqa: TID251 (configures, logs nothing)
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
     logger.setLevel(level)
     if not logger.handlers:
