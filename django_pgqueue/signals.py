@@ -4,7 +4,8 @@
 - ``job_finished``: an attempt ended; ``outcome`` is ``"completed"``, ``"retried"`` or
   ``"dead"``, and ``exception`` the exception of a failed attempt (else None).
 
-A receiver that raises is logged and ignored: monitoring never breaks a job or the worker.
+A receiver that raises (anything, ``SystemExit`` included) is logged and ignored: monitoring
+never breaks a job or the worker.
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ def send(signal: Signal, **kwargs: Any) -> None:
     if not signal.receivers:
         return
     job = kwargs["job"]
-    for receiver, response in signal.send_robust(sender=type(job), **kwargs):
+    try:
+        responses = signal.send_robust(sender=type(job), **kwargs)
+    except BaseException:
+        # send_robust catches Exception only: a receiver that raised SystemExit or
+        # KeyboardInterrupt must not turn a job's outcome into a failure (the receivers after it
+        # are skipped for this job).
+        logger.exception("A signal receiver raised for job %s; ignored", job.pk)
+        return
+    for receiver, response in responses:
         if isinstance(response, Exception):
             logger.error(
                 "Signal receiver %r failed for job %s", receiver, job.pk, exc_info=response

@@ -75,6 +75,8 @@ for _name, _cast in {
     "HEARTBEAT_INTERVAL": float,
     "POLL_INTERVAL": float,
     "BACKOFF_BASE": float,
+    "BACKOFF_MAX": float,
+    "BACKOFF_JITTER": float,
     "SHUTDOWN_TIMEOUT": float,
     "RETENTION": float,
     "BATCH_SIZE": int,

@@ -105,7 +105,8 @@ def claim_counted(
 
 def _reclaimed(job: Job) -> bool:
     """Whether the claim just took ``job`` from a worker that stopped heartbeating."""
-    last = job.errors[-1] if job.errors else None
+    # ``errors`` is history written by the queue, but a row written by hand may hold anything.
+    last = job.errors[-1] if isinstance(job.errors, list) and job.errors else None
     return (
         isinstance(last, dict)
         and last.get("exception_class") == _WORKER_LOST
@@ -133,8 +134,9 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
     """Turn claim rows (``JOB_COLUMNS``, jsonb as text) into model instances.
 
     Each row is decoded on its own: a row whose JSON Python cannot take (an integer of
-    thousands of digits, nesting deeper than the recursion limit) or whose arguments are not a
-    list and a dict becomes a job with ``poison`` set to what is wrong, which the performer
+    thousands of digits, nesting deeper than the recursion limit), whose arguments are not a
+    list and a dict, or whose attempts counter is at its limit becomes a job with ``poison``
+    set to what is wrong, which the performer
     fails without running it. One bad row never breaks the claim or its batch.
     """
     from django_pgqueue.models import Job
@@ -159,6 +161,13 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
         if not isinstance(kwargs, dict):
             problems.append(f"its kwargs are a JSON {type(kwargs).__name__}, not an object")
             values[_KWARGS] = {}
+        if values[_ATTEMPTS] >= INT_MAX:
+            # The claim stops counting there (the column is an integer): a row set by hand, or
+            # a job claimed two billion times. Either way not a job to run as it is.
+            problems.append(
+                f"its attempts counter is at the integer limit ({INT_MAX:,}); retry the job "
+                "to reset it"
+            )
         job = Job.from_db(db, JOB_COLUMNS, values)
         job.poison = "; ".join(problems) or None
         jobs.append(job)
@@ -167,3 +176,6 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
 
 _ARGS = JOB_COLUMNS.index("args")
 _KWARGS = JOB_COLUMNS.index("kwargs")
+_ATTEMPTS = JOB_COLUMNS.index("attempts")
+#: PostgreSQL's integer, the type of ``attempts``.
+INT_MAX = 2**31 - 1

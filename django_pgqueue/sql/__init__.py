@@ -42,6 +42,36 @@ JOB_COLUMNS = (
     "finished_at",
 )
 
+# PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, and +-infinity; Python's datetime
+# holds years 1 to 9999. A row written by hand with a timestamp outside that range would make
+# the driver fail on the whole claim (after the claim was committed): the worker reads its
+# timestamps clamped into Python's range. '-infinity' reads as the first moment of year 1.
+_TIMESTAMP_COLUMNS = frozenset(
+    {"run_after", "locked_at", "created_at", "started_at", "finished_at"}
+)
+_PYTHON_MIN = "'0001-01-01 00:00:00+00'::timestamptz"
+_PYTHON_MAX = "'9999-12-31 23:59:59.999999+00'::timestamptz"
+
+
+def readable_timestamp(expression: str) -> str:
+    """SQL for ``expression`` (a timestamptz) clamped into what Python's datetime holds.
+
+    A CASE, not least/greatest, which would turn NULL into a bound."""
+    return (
+        f"CASE WHEN {expression} < {_PYTHON_MIN} THEN {_PYTHON_MIN} "
+        f"WHEN {expression} > {_PYTHON_MAX} THEN {_PYTHON_MAX} ELSE {expression} END"
+    )
+
+
+def job_columns(alias: str) -> str:
+    """``JOB_COLUMNS`` as a select list of the table aliased ``alias``, timestamps readable."""
+    return ", ".join(
+        readable_timestamp(f"{alias}.{c}") + f" AS {c}"
+        if c in _TIMESTAMP_COLUMNS
+        else f"{alias}.{c}"
+        for c in JOB_COLUMNS
+    )
+
 
 class Cursor(Protocol):
     @property

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import JOB_COLUMNS, TABLE
+from django_pgqueue.sql import TABLE, job_columns
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -108,7 +108,7 @@ UPDATE {TABLE} j SET
             'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING {", ".join(f"j.{c}" for c in JOB_COLUMNS)}
+RETURNING {job_columns("j")}
 """
 
 CLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_ALL_QUEUES))
@@ -120,5 +120,5 @@ RECLAIM_NAMED_QUEUES = _CLAIM.format(
 
 #: The jobs a worker holds (claimed, running), e.g. when its process died.
 LOCKED_BY = f"""
-SELECT {", ".join(JOB_COLUMNS)} FROM {TABLE} WHERE status = {_RUNNING} AND locked_by = %s
+SELECT {job_columns("j")} FROM {TABLE} j WHERE status = {_RUNNING} AND locked_by = %s
 """

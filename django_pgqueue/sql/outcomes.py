@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE
+from django_pgqueue.sql import TABLE, readable_timestamp
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -59,11 +59,11 @@ RETURNING id
 """
 
 NEXT_RUN_AFTER_ALL_QUEUES = f"""
-SELECT min(run_after) FROM {TABLE} WHERE status = {_PENDING}
+SELECT {readable_timestamp("min(run_after)")} FROM {TABLE} WHERE status = {_PENDING}
 """
 
 NEXT_RUN_AFTER_NAMED_QUEUES = f"""
-SELECT min(n) FROM unnest(%s::text[]) AS q(name)
+SELECT {readable_timestamp("min(n)")} FROM unnest(%s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT min(run_after) AS n FROM {TABLE} WHERE status = {_PENDING} AND queue = q.name
 ) m

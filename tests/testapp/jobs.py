@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
-from django_pgqueue import current_job, job
+from django.db import connection, transaction
+
+from django_pgqueue import current_job, job, signals
 
 
 @job
@@ -87,3 +92,100 @@ def ignores_cancel(marker: str, seconds: float) -> str:
     with open(marker, "a") as fh:
         fh.write("finished\n")
     return "done"
+
+
+# ----- faulty jobs (tests/test_faults_jobs.py) ------------------------------------------------
+# Each does one thing a real job can do to its worker; the tests run them among healthy jobs in
+# real run_jobs subprocesses.
+
+#: The table the database-writing fault jobs write to (created by the tests with raw SQL).
+WRITES_TABLE = "pgqueue_test_writes"
+
+
+@job(max_attempts=2)
+def returns_nul() -> str:
+    return "a\x00b"
+
+
+@job(max_attempts=2)
+def returns_lone_surrogate() -> str:
+    return "a\ud800b"
+
+
+@job(max_attempts=2)
+def returns_over_jsonb_limit() -> str:
+    """A 300 MB string: more than jsonb's 256 MB (and our 64 MB result limit)."""
+    return "x" * (300 * 1024 * 1024)
+
+
+@job(max_attempts=2)
+def raises_with_nul() -> None:
+    raise ValueError("bad byte \x00 and a lone \ud800 in the message")
+
+
+class Halt(BaseException):
+    """A BaseException that is not an Exception (like gevent's or trio's cancellations)."""
+
+
+@job(max_attempts=2)
+def calls_sys_exit() -> None:
+    sys.exit(3)
+
+
+@job(max_attempts=2)
+def raises_keyboard_interrupt() -> None:
+    raise KeyboardInterrupt("from a job")
+
+
+@job(max_attempts=2)
+def raises_base_exception() -> None:
+    raise Halt("a BaseException subclass")
+
+
+@job(max_attempts=2)
+def leaves_transaction_open(tag: str) -> None:
+    """Writes a row inside ``transaction.atomic()`` and returns without leaving the block."""
+    transaction.atomic().__enter__()
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {WRITES_TABLE} (tag) VALUES (%s)", [tag])
+
+
+@job
+def writes_row(tag: str) -> int:
+    """Writes a row in its own transaction and counts the table: a job that needs the DB."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {WRITES_TABLE} (tag) VALUES (%s)", [tag])
+        cursor.execute(f"SELECT count(*) FROM {WRITES_TABLE}")
+        return int(cursor.fetchone()[0])
+
+
+@job(max_attempts=3)
+def exits_process() -> None:
+    os._exit(1)
+
+
+@job(max_attempts=3)
+def segfaults() -> None:
+    ctypes.string_at(0)
+
+
+@job(max_attempts=3)
+def kills_own_process() -> None:
+    """SIGKILL, the OOM killer's signal."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ----- receivers that raise, connected only in worker subprocesses that ask for them ------------
+
+
+def broken_started(sender: object, **kwargs: object) -> None:
+    raise RuntimeError("a job_started receiver that raises")
+
+
+def broken_finished(sender: object, **kwargs: object) -> None:
+    raise SystemExit("a job_finished receiver that exits")
+
+
+if os.environ.get("PGQUEUE_TEST_BROKEN_RECEIVERS"):
+    signals.job_started.connect(broken_started)
+    signals.job_finished.connect(broken_finished)
