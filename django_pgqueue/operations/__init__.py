@@ -15,6 +15,7 @@ module             owns
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs
+``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
 =================  ===================================================================
 """
 
@@ -51,6 +52,7 @@ from django_pgqueue.operations.outcomes import (
     release,
     save_progress,
 )
+from django_pgqueue.operations.testing import make_due
 
 __all__ = [
     "BULK_BATCH_SIZE",
@@ -73,6 +75,7 @@ __all__ = [
     "insert_many",
     "jobs_from_rows",
     "locked_jobs",
+    "make_due",
     "next_run_after",
     "notify",
     "prune",

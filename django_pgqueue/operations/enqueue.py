@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 #: Rows per COPY statement in ``insert_many``.
 BULK_BATCH_SIZE = 5000
+
+#: Called with every enqueued job: ``(spec, args_json, kwargs_json, job_id, run_after,
+#: deduplicated)``. Empty unless :func:`django_pgqueue.testing.capture_jobs` is listening.
+Observer = Callable[[JobSpec, str, str, int, "datetime | None", bool], None]
+observers: list[Observer] = []
 # How often an INSERT is tried again when the holder of its unique key finished in between.
 _UNIQUE_RETRIES = 3
 
@@ -66,6 +71,8 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                 job._state.adding = False
                 job._state.db = db.alias
                 job.deduplicated = False
+                for observe in observers:
+                    observe(spec, args_json, kwargs_json, job.pk, job.run_after, False)
                 return job
             existing = (
                 Job.objects.using(db.alias)
@@ -74,6 +81,8 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
             )
             if existing is not None:
                 existing.deduplicated = True
+                for observe in observers:
+                    observe(spec, args_json, kwargs_json, existing.pk, existing.run_after, True)
                 return existing
             # The holder finished between our INSERT and SELECT: insert again.
     raise RuntimeError(f"Could not enqueue job {spec.name!r} with unique key {spec.unique_key!r}")
@@ -117,6 +126,9 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
                         )
                     )
             ids += batch_ids
+    for observe in observers:
+        for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
+            observe(spec, args_json, kwargs_json, job_id, run_after, False)
     return ids
 
 

@@ -12,7 +12,7 @@ import json
 import logging
 import traceback
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import close_old_connections, connections
 from django.utils import timezone
@@ -161,16 +161,46 @@ def end_connections() -> list[str]:
     return left_open
 
 
-def perform(job: Job, worker_id: str) -> Outcome:
-    """Run one attempt of ``job`` (already claimed, ``running``) and return its outcome."""
-    close_old_connections()
+class AttemptConnections(Protocol):
+    """What happens to Django's connections around an attempt."""
+
+    def before(self) -> None: ...
+
+    def after(self, *, failed: bool) -> list[str]:
+        """Called once the job returned or raised (maybe twice); returns the aliases the job
+        left with a transaction open."""
+
+
+class WorkerConnections:
+    """In a worker's executor thread: connections are the thread's own, closed when old or
+    left in a transaction (:func:`end_connections`)."""
+
+    def before(self) -> None:
+        close_old_connections()
+
+    def after(self, *, failed: bool) -> list[str]:
+        return end_connections()
+
+
+WORKER_CONNECTIONS = WorkerConnections()
+
+
+def perform(
+    job: Job, worker_id: str, attempt_connections: AttemptConnections = WORKER_CONNECTIONS
+) -> Outcome:
+    """Run one attempt of ``job`` (already claimed, ``running``) and return its outcome.
+
+    ``attempt_connections``: the worker's thread connections by default;
+    :func:`django_pgqueue.testing.run_jobs` runs attempts on the test's own connection.
+    """
+    attempt_connections.before()
     started_at = timezone.now()
     signals.send(signals.job_started, job=job, worker_id=worker_id)
     try:
         if job.poison:
             raise PoisonJob(f"Job {job.name!r} #{job.pk} cannot be run as stored: {job.poison}")
         value = registry.get(job.name).run(job)
-        left_open = end_connections()
+        left_open = attempt_connections.after(failed=False)
         if left_open:
             raise TransactionLeftOpen(
                 f"Job {job.name!r} #{job.pk} returned with a transaction still open on "
@@ -186,12 +216,12 @@ def perform(job: Job, worker_id: str) -> Outcome:
         )
     except (ResultNotStorable, PoisonJob) as exc:
         # Running it again would not help (and would do a finished job's work twice).
-        end_connections()
+        attempt_connections.after(failed=True)
         outcome = failed(job, exc, started_at, worker_id, decide(job, retryable=False))
     except BaseException as exc:
         # Anything the job raised, SystemExit and KeyboardInterrupt included, fails this
         # attempt. An unknown name retries with the default backoff (a newer deploy may know it).
-        end_connections()
+        attempt_connections.after(failed=True)
         outcome = failed(job, exc, started_at, worker_id, decide(job))
     signals.send(
         signals.job_finished,

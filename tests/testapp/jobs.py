@@ -189,3 +189,43 @@ def broken_finished(sender: object, **kwargs: object) -> None:
 if os.environ.get("PGQUEUE_TEST_BROKEN_RECEIVERS"):
     signals.job_started.connect(broken_started)
     signals.job_finished.connect(broken_finished)
+
+
+# ----- for the test helpers (tests/test_testing.py) ------------------------------------------
+
+
+@job
+def create_group(name: str) -> int:
+    """Writes a row the test can see (auth's Group: the test app has no models)."""
+    from django.contrib.auth.models import Group
+
+    return Group.objects.create(name=name).pk
+
+
+@job(max_attempts=2)
+def create_group_then_fail(name: str) -> None:
+    """Writes, then breaks the transaction with a unique violation (the name exists)."""
+    from django.contrib.auth.models import Group
+
+    Group.objects.create(name=f"{name}-written")
+    Group.objects.create(name=name)
+
+
+@job(max_attempts=1)
+def leaves_atomic_open() -> None:
+    from django.db import transaction
+
+    transaction.atomic().__enter__()
+
+
+@job
+def enqueues_itself() -> None:
+    enqueues_itself.enqueue()
+
+
+@job
+def countdown(n: int) -> int:
+    """Enqueues countdown(n - 1) until 0: jobs enqueued by jobs."""
+    if n > 0:
+        countdown.enqueue(n - 1)
+    return n

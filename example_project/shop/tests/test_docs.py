@@ -4,15 +4,13 @@ blocks are marked; tests/test_docs.py compiles every block)."""
 from __future__ import annotations
 
 import pytest
-from django.test import override_settings
 
 from tests.docsnippets import FRAGMENT, runnable_pages, snippets
 
 PAGES = runnable_pages()
 
 
-@pytest.mark.django_db(transaction=True)
-@override_settings(PGQUEUE_BACKOFF_BASE=0, PGQUEUE_BACKOFF_JITTER=0)
+@pytest.mark.django_db
 @pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
 def test_the_page_runs(page):
     """A page's running and hidden blocks run in order in one namespace, like a session."""

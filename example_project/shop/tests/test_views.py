@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_pgqueue.models import Job
+from shop.jobs import send_order_confirmation
 from shop.models import Order, Store, WebhookEndpoint
 from shop.services import place_order
 
@@ -27,7 +28,7 @@ def test_index_shows_the_order_form(client, store):
     assert b"Acme" in response.content
 
 
-def test_placing_an_order_enqueues_its_confirmation(client, store):
+def test_placing_an_order_enqueues_its_confirmation(client, store, captured_jobs):
     response = client.post(
         reverse("shop:index"),
         {"store": store.pk, "customer_email": "ada@example.com", "total": "12.50"},
@@ -35,11 +36,39 @@ def test_placing_an_order_enqueues_its_confirmation(client, store):
     assert response.status_code == 302
     order = Order.objects.get()
     assert order.total == Decimal("12.50")
-    confirmation = Job.objects.get(name="shop.jobs.send_order_confirmation")
-    assert confirmation.args == [order.pk]
-    assert confirmation.queue == "emails"
-    assert confirmation.status == "pending"
-    assert confirmation.is_runnable
+    # captured_jobs (django_pgqueue.testing's fixture): what was enqueued, without a worker.
+    assert captured_jobs.names == [
+        "shop.jobs.send_order_confirmation",
+        "shop.jobs.send_review_request",
+    ]
+    confirmation = captured_jobs.get(send_order_confirmation)
+    assert (confirmation.args, confirmation.queue) == ([order.pk], "emails")
+    assert Job.objects.get(pk=confirmation.id).is_runnable
+
+
+def test_an_order_runs_end_to_end(client, store, run_jobs, mailoutbox):
+    """run_jobs (django_pgqueue.testing's fixture) runs the jobs through the worker's code, in
+    the test's transaction, retries included."""
+    WebhookEndpoint.objects.create(store=store, url="https://hooks.acme.invalid/orders")
+    client.post(
+        reverse("shop:index"),
+        {"store": store.pk, "customer_email": "ada@example.com", "total": "9.99"},
+    )
+    ran = run_jobs()
+    assert ran.names == ["shop.jobs.send_order_confirmation", "shop.jobs.deliver_webhook"]
+    assert [m.to for m in mailoutbox] == [["ada@example.com"]]
+    assert Order.objects.get().confirmation_sent_at is not None
+    # The webhook's host does not resolve: three attempts, then dead.
+    assert [a.outcome for a in ran if a.name == "shop.jobs.deliver_webhook"] == [
+        "retried",
+        "retried",
+        "dead",
+    ]
+    # The review request is scheduled three days out: it runs only when asked.
+    assert run_jobs() == []
+    (review,) = run_jobs(scheduled=True)
+    assert review.name == "shop.jobs.send_review_request"
+    assert mailoutbox[-1].subject == "How was your order from Acme?"
 
 
 def test_review_request_is_scheduled_three_days_later(store):

@@ -1,0 +1,20 @@
+"""The statement of :func:`django_pgqueue.testing.run_jobs` that no worker runs."""
+
+from __future__ import annotations
+
+from django_pgqueue.sql import TABLE
+from django_pgqueue.states import JobStatus
+
+_PENDING = f"'{JobStatus.PENDING.value}'"
+
+# Pending jobs the test wants run now get run_after = now(), so the real claim takes them:
+# retries waiting for their backoff, jobs due by the wall clock (inside a test's transaction
+# now() stands still at its start) and, when asked, jobs scheduled later.
+_MAKE_DUE = f"""
+UPDATE {TABLE} SET run_after = now()
+WHERE status = {_PENDING} AND run_after > now() {{queue_filter}}
+  AND (%(scheduled)s OR attempts > 0 OR run_after <= %(wall_clock)s)
+"""
+
+MAKE_DUE_ALL_QUEUES = _MAKE_DUE.format(queue_filter="")
+MAKE_DUE_NAMED_QUEUES = _MAKE_DUE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")
