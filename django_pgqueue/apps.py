@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Any
+
 import django
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -24,3 +27,20 @@ class PgQueueConfig(AppConfig):
             from django_pgqueue.tasks import autodiscover as autodiscover_tasks
 
             autodiscover_tasks()
+
+        # ``migrate`` brings the periodic schedules declared with @job(cron=/every=) along.
+        post_migrate.connect(sync_schedules_after_migrate, sender=self)
+
+
+def sync_schedules_after_migrate(using: str, **kwargs: Any) -> None:
+    from django.db import connections
+
+    from django_pgqueue.conf import settings
+    from django_pgqueue.schedules.sync import sync
+    from django_pgqueue.sql import SCHEDULE_TABLE
+
+    if using != settings.DATABASE:
+        return
+    if SCHEDULE_TABLE not in connections[using].introspection.table_names():
+        return  # migrated back before the schedules
+    sync(using)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from django_pgqueue import rules
 from django_pgqueue.conf import DEFAULTS, PREFIX, settings
@@ -62,3 +62,33 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+@register("django_pgqueue", Tags.database)
+def check_schedules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Enabled schedules that cannot run as they are: their job is not registered in this code,
+    or their timing or arguments are invalid. Reads the table, so it runs with ``check
+    --database <alias>``, ``migrate`` and ``run_jobs`` (not a plain ``check``)."""
+    from django_pgqueue.models import Schedule
+
+    alias = settings.DATABASE
+    if not databases or alias not in databases:
+        return []
+    try:
+        schedules = list(Schedule.objects.using(alias).filter(enabled=True)[:1000])
+    except Exception:  # a check must not crash the command it runs in
+        return []  # not migrated yet, unreachable, no database access here: others say so
+    warnings: list[CheckMessage] = []
+    for schedule in schedules:
+        problem = schedule.problem()
+        if problem:
+            warnings.append(
+                Warning(
+                    f"Schedule {schedule.name!r} is broken: {problem}.",
+                    hint="Register the job (a @job in a 'jobs' module), fix the schedule in the "
+                    "admin (Job queue > Schedules), or disable it.",
+                    obj=schedule,
+                    id="django_pgqueue.W001",
+                )
+            )
+    return warnings

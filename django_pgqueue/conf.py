@@ -57,6 +57,8 @@ DEFAULTS: dict[str, Any] = {
     # Worker: seconds a cancelled running job has to return before its thread is abandoned and
     # replaced (its late result dropped); None waits for it however long it runs.
     "CANCEL_TIMEOUT": 30.0,
+    # Worker: enqueue the periodic schedules' jobs when due (False: this worker only runs jobs).
+    "FIRE_SCHEDULES": True,
 }
 
 
@@ -161,6 +163,10 @@ class Settings:
     def CANCEL_TIMEOUT(self) -> float | None:
         value = self.get("CANCEL_TIMEOUT")
         return None if value is None else _seconds(value)
+
+    @property
+    def FIRE_SCHEDULES(self) -> bool:
+        return bool(self.get("FIRE_SCHEDULES"))
 
 
 settings = Settings()

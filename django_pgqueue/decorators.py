@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from django_pgqueue import operations, registry
+from django_pgqueue import operations, registry, rules
 from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import InvalidJobArguments
@@ -194,6 +194,12 @@ def job(
     backoff_base: float | None = None,
     backoff_max: float | None = None,
     timeout: float | None = None,
+    cron: str | None = None,
+    every: timedelta | float | None = None,
+    schedule_args: Sequence[Any] = (),
+    schedule_kwargs: Mapping[str, Any] | None = None,
+    cron_timezone: str | None = None,
+    catch_up: bool = False,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
@@ -211,11 +217,22 @@ def job[**P, R](
     backoff_base: float | None = None,
     backoff_max: float | None = None,
     timeout: float | None = None,
+    cron: str | None = None,
+    every: timedelta | float | None = None,
+    schedule_args: Sequence[Any] = (),
+    schedule_kwargs: Mapping[str, Any] | None = None,
+    cron_timezone: str | None = None,
+    catch_up: bool = False,
 ) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
     The job's name is the function's dotted path unless ``name`` is given; the worker finds the
     function by that name in its registry, never by importing a path read from the table.
+
+    With ``cron="0 3 * * *"`` (5 fields, or 6 with a leading seconds field; read in
+    ``cron_timezone``, default ``TIME_ZONE``) or ``every=timedelta(seconds=30)``, it is also a
+    periodic job: workers enqueue it at each tick with ``schedule_args``/``schedule_kwargs``
+    (checked against the signature now). See docs/scheduling.md.
     """
 
     def decorate(f: Callable[P, R]) -> JobFunction[P, R]:
@@ -232,8 +249,16 @@ def job[**P, R](
             backoff_base=backoff_base,
             backoff_max=backoff_max,
             timeout=timeout,
+            cron=cron,
+            every=rules.to_seconds(every),
+            schedule_args=tuple(schedule_args),
+            schedule_kwargs=dict(schedule_kwargs or {}),
+            cron_timezone=cron_timezone,
+            catch_up=catch_up,
         )
         handle = JobFunction(func=f, spec=spec)
+        if spec.periodic:  # the scheduled calls' arguments fail here, not at every tick
+            handle.serialize(spec.schedule_args, spec.schedule_kwargs)
         registry.register(handle)
         return handle
 

@@ -64,6 +64,12 @@ class Job(models.Model):
     progress = TolerantJSONField(
         null=True, blank=True, help_text="What the job last reported with set_progress()."
     )
+    schedule = models.CharField(
+        max_length=255,
+        null=True,
+        blank=True,
+        help_text="Name of the periodic schedule that enqueued this job, if one did.",
+    )
 
     objects = JobManager()
 
@@ -109,6 +115,12 @@ class Job(models.Model):
             # The admin's "dead jobs" view and bulk retry stay fast on big tables.
             models.Index(
                 fields=["queue", "id"], name="pgqueue_job_dead", condition=Q(status=JobStatus.DEAD)
+            ),
+            # A schedule's jobs (the admin's link and filter), newest first.
+            models.Index(
+                fields=["schedule", "id"],
+                name="pgqueue_job_schedule",
+                condition=Q(schedule__isnull=False),
             ),
         ]
         constraints = [
@@ -205,3 +217,9 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+# Periodic schedules live with their own code; Django finds the model through this module.
+from django_pgqueue.schedules.models import Schedule  # noqa: E402
+
+__all__ = ["Job", "Schedule", "Worker"]

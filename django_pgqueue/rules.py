@@ -149,6 +149,11 @@ JOB_OPTIONS: dict[str, Rule] = {
     "backoff_max": _seconds(nullable=True),
     "timeout": _seconds(above=True, nullable=True),
     "commit_using": Text(255, nullable=True),
+    # Periodic jobs (docs/scheduling.md): also checked as a cron expression / an IANA zone.
+    "cron": Text(255, nullable=True),
+    "every": _seconds(1, nullable=True),
+    "cron_timezone": Text(64, nullable=True),
+    "catch_up": Boolean(),
 }
 
 #: ``PGQUEUE_<NAME>`` settings (defaults in :data:`django_pgqueue.conf.DEFAULTS`).
@@ -174,6 +179,7 @@ SETTINGS: dict[str, Rule] = {
     "JOB_TIMEOUT": _seconds(above=True, nullable=True),
     "SHUTDOWN_TIMEOUT": _seconds(),
     "CANCEL_TIMEOUT": _seconds(nullable=True),
+    "FIRE_SCHEDULES": Boolean(),
 }
 
 

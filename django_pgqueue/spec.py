@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from django_pgqueue import rules
 from django_pgqueue.conf import settings
 from django_pgqueue.retries import RetryStrategy
 
-_SECONDS = ("backoff_base", "backoff_max", "timeout")
+_SECONDS = ("backoff_base", "backoff_max", "timeout", "every")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,17 @@ class JobSpec:
     timeout: float | None = None
     #: The database whose transaction ``enqueue_on_commit`` waits for (None: Django's default).
     commit_using: str | None = None
+    #: Periodic: a cron expression (5 fields, or 6 with leading seconds) ...
+    cron: str | None = None
+    #: ... or an interval (seconds, or a timedelta: kept as seconds; at least 1 s).
+    every: float | None = None
+    #: The arguments of the scheduled calls.
+    schedule_args: tuple[Any, ...] = ()
+    schedule_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: The IANA zone ``cron`` is read in (None: ``TIME_ZONE`` when the schedule is created).
+    cron_timezone: str | None = None
+    #: After an outage, enqueue every missed tick (capped) instead of only the latest.
+    catch_up: bool = False
 
     def __post_init__(self) -> None:
         for name in _SECONDS:  # timedeltas are accepted; seconds are kept
@@ -66,6 +78,34 @@ class JobSpec:
                 rules.check(
                     {"run_after": rules.Number(0, rules.MAX_SECONDS)}, "run_after", run_after
                 )
+        self._check_schedule()
+
+    def _check_schedule(self) -> None:
+        from django_pgqueue.schedules.timing import check_cron, zone
+
+        if self.cron is not None and self.every is not None:
+            raise ValueError(f"job {self.name!r}: give cron or every, not both")
+        if self.cron is not None:
+            object.__setattr__(self, "cron", check_cron(self.cron))
+        elif self.cron_timezone is not None:
+            raise ValueError(f"job {self.name!r}: cron_timezone applies to cron= schedules only")
+        if self.cron_timezone is not None:
+            zone(self.cron_timezone)
+        if not self.periodic and (self.schedule_args or self.schedule_kwargs or self.catch_up):
+            raise ValueError(
+                f"job {self.name!r}: schedule_args, schedule_kwargs and catch_up need cron= "
+                "or every="
+            )
+        if not isinstance(self.schedule_args, tuple | list):
+            raise TypeError("schedule_args must be a tuple or a list")
+        if not isinstance(self.schedule_kwargs, Mapping):
+            raise TypeError("schedule_kwargs must be a dict")
+        object.__setattr__(self, "schedule_args", tuple(self.schedule_args))
+
+    @property
+    def periodic(self) -> bool:
+        """Declared with ``cron=`` or ``every=``: a schedule is synced for it."""
+        return self.cron is not None or self.every is not None
 
     def using(self, **changes: Any) -> JobSpec:
         """A copy with the options given replaced (``None`` keeps the current value)."""

@@ -16,6 +16,7 @@ module             owns
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
+``schedules``      :func:`fire_schedules` (due ticks, exactly once), :func:`run_schedule_now`
 =================  ===================================================================
 """
 
@@ -52,6 +53,13 @@ from django_pgqueue.operations.outcomes import (
     release,
     save_progress,
 )
+from django_pgqueue.operations.schedules import (
+    FIRE_BATCH,
+    Fired,
+    fire_schedules,
+    lock_schedule_sync,
+    run_schedule_now,
+)
 from django_pgqueue.operations.testing import make_due
 
 __all__ = [
@@ -59,10 +67,12 @@ __all__ = [
     "CLAIM_RACE_RETRIES",
     "CONNECTION_ERRORS",
     "DATABASE_ERRORS",
+    "FIRE_BATCH",
     "RETRYABLE_Q",
     "WORKER_ROW_RETENTION",
     "Database",
     "DjangoDatabase",
+    "Fired",
     "Outcome",
     "Pruned",
     "cancel",
@@ -70,10 +80,12 @@ __all__ = [
     "claim",
     "claim_counted",
     "finish",
+    "fire_schedules",
     "heartbeat",
     "insert",
     "insert_many",
     "jobs_from_rows",
+    "lock_schedule_sync",
     "locked_jobs",
     "make_due",
     "next_run_after",
@@ -83,6 +95,7 @@ __all__ = [
     "report_worker",
     "retry",
     "run_now",
+    "run_schedule_now",
     "save_progress",
     "scheduled_q",
     "stop_worker",

@@ -47,6 +47,10 @@ class Database(Protocol):
     def atomic(self) -> AbstractContextManager[Any]:
         """A transaction (or a savepoint inside one) around several statements."""
 
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A real transaction, also on the worker's autocommit connection (whose ``atomic``
+        adds nothing to its one-statement operations): row locks held until it ends."""
+
 
 class DjangoDatabase:
     """A Django connection alias: the caller's connection, transaction and savepoints."""
@@ -58,6 +62,9 @@ class DjangoDatabase:
         return connections[self.alias].cursor()
 
     def atomic(self) -> AbstractContextManager[Any]:
+        return transaction.atomic(using=self.alias)
+
+    def transaction(self) -> AbstractContextManager[Any]:
         return transaction.atomic(using=self.alias)
 
 

@@ -18,6 +18,9 @@ from typing import Any, Protocol
 TABLE = "pgqueue_job"
 WORKER_TABLE = "pgqueue_worker"
 NOTIFY_CHANNEL = "pgqueue"
+SCHEDULE_TABLE = "pgqueue_schedule"
+#: Sent (by a trigger) when a transaction changed schedules: workers look at them again.
+SCHEDULE_CHANNEL = "pgqueue_schedules"
 
 #: Columns returned by the claim, in model field order (``Job.from_db`` takes them as they are).
 JOB_COLUMNS = (
@@ -41,6 +44,7 @@ JOB_COLUMNS = (
     "created_at",
     "started_at",
     "finished_at",
+    "schedule",
 )
 
 # PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, and +-infinity; Python's datetime

@@ -103,6 +103,10 @@ class QueueConnection:
     def atomic(self) -> AbstractContextManager[Any]:
         return nullcontext()
 
+    def transaction(self) -> AbstractContextManager[Any]:
+        """BEGIN ... COMMIT (ROLLBACK on an exception) on this autocommit connection."""
+        return self.raw.transaction()
+
     def close(self) -> None:
         wrapper, self._wrapper = self._wrapper, None
         if wrapper is not None:

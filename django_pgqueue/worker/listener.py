@@ -2,8 +2,9 @@
 
 The ``pgqueue_job`` INSERT trigger sends one ``NOTIFY pgqueue, '<queue>'`` per queue and
 committed transaction; runtime control (``Job.cancel()`` of a running job) sends
-``NOTIFY pgqueue_control``. The listener runs in a thread of its own, on a connection of its own,
-and turns each relevant notification into a wake-up event for the worker loop.
+``NOTIFY pgqueue_control``, a change of periodic schedules ``NOTIFY pgqueue_schedules``. The
+listener runs in a thread of its own, on a connection of its own, and turns each relevant
+notification into a wake-up event for the worker loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from django_pgqueue.operations import CONNECTION_ERRORS
 from django_pgqueue.printable import get_logger
-from django_pgqueue.sql import NOTIFY_CHANNEL
+from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 
@@ -28,6 +29,7 @@ class Listener(threading.Thread):
         queues: Sequence[str] | None,
         wake: Callable[[], None],
         control: Callable[[str], None] | None = None,
+        on_schedules: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
         self.worker_id = worker_id
@@ -35,6 +37,7 @@ class Listener(threading.Thread):
         self.queues = frozenset(queues) if queues else None
         self.wake = wake
         self.control = control
+        self.on_schedules = on_schedules
         self.stopping = threading.Event()
         self.listening = threading.Event()
 
@@ -69,6 +72,9 @@ class Listener(threading.Thread):
         conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         if self.control is not None:
             conn.execute(f"LISTEN {CONTROL_CHANNEL}")
+        if self.on_schedules is not None:
+            conn.execute(f"LISTEN {SCHEDULE_CHANNEL}")
+            self.on_schedules()
         self.listening.set()
         # Notifications may have been missed while (re)connecting: look once.
         self.wake()
@@ -79,5 +85,8 @@ class Listener(threading.Thread):
                 if notify.channel == CONTROL_CHANNEL:
                     if self.control is not None:
                         self.control(notify.payload)
+                elif notify.channel == SCHEDULE_CHANNEL:
+                    if self.on_schedules is not None:
+                        self.on_schedules()
                 elif self.queues is None or notify.payload in self.queues:
                     self.wake()

@@ -32,6 +32,7 @@ from django_pgqueue import operations, rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
+from django_pgqueue.schedules.firing import ScheduleFirer
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
 from django_pgqueue.worker.connection import Backoff, QueueConnection, log_database_error
@@ -78,6 +79,7 @@ class Worker:
         listen: bool | None = None,
         journal: Journal | None = None,
         cancel_timeout: float | None = None,
+        schedules: bool | None = None,
     ) -> None:
         rules.check_worker_options(
             queues,
@@ -122,6 +124,8 @@ class Worker:
         self.housekeeping.add("heartbeat", self._heartbeat, settings.HEARTBEAT_INTERVAL)
         # The prune does not wake the loop: it runs at the loop's next turn once due.
         self.housekeeping.add("prune", self._prune, settings.PRUNE_INTERVAL, wakes=False)
+        # Periodic schedules: any worker fires them (not a burst, which only drains).
+        self._schedules = ScheduleFirer.for_worker(self, schedules)
 
     # ----- public API ------------------------------------------------------------------------
 
@@ -166,7 +170,12 @@ class Worker:
         self._executors.start()
         if self.listen and not self.burst:
             self._listener = Listener(
-                self.alias, self.worker_id, self.queues, self._wake, self._on_control
+                self.alias,
+                self.worker_id,
+                self.queues,
+                self._wake,
+                self._on_control,
+                self._schedules.changed if self._schedules else None,
             )
             self._listener.start()
 

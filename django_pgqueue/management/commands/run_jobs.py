@@ -77,6 +77,12 @@ class Command(BaseCommand):
             f"(default: PGQUEUE_CANCEL_TIMEOUT = {settings.CANCEL_TIMEOUT}).",
         )
         parser.add_argument(
+            "--no-schedules",
+            action="store_true",
+            help="Don't enqueue periodic schedules' jobs in this run_jobs (other workers do; "
+            "default: PGQUEUE_FIRE_SCHEDULES). Burst runs never fire them.",
+        )
+        parser.add_argument(
             "--worker-id",
             type=of(WORKER_OPTIONS["worker_id"]),
             default=None,
@@ -96,6 +102,8 @@ class Command(BaseCommand):
             "cancel_timeout": options["cancel_timeout"],
             "worker_id": options["worker_id"],
         }
+        if options["no_schedules"]:
+            worker_options["schedules"] = False
         # Always supervised, even with one process: a job that kills its process (os._exit, a
         # segfault, the OOM killer) never takes run_jobs down (docs/worker.md).
         code = Supervisor(options["processes"], **worker_options).run()

@@ -1,0 +1,117 @@
+"""The worker's side of schedules: fire due ticks, and know when to look again.
+
+The worker loop runs :meth:`ScheduleFirer.fire` as a housekeeping task, again at
+:attr:`~ScheduleFirer.due_at` (the next tick, or ``PGQUEUE_POLL_INTERVAL`` at the latest: no
+busy polling), and at once when schedules change (a ``NOTIFY pgqueue_schedules`` from the
+table's trigger). The first firing syncs the code's declarations. Errors of its own never stop
+the worker's claims.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.db import connections
+
+from django_pgqueue import operations
+from django_pgqueue.conf import settings
+from django_pgqueue.operations import CONNECTION_ERRORS, Database
+from django_pgqueue.printable import get_logger
+
+if TYPE_CHECKING:
+    from django_pgqueue.worker.housekeeping import Periodic
+    from django_pgqueue.worker.loop import Worker
+
+logger = get_logger("django_pgqueue.worker")
+
+#: How soon to look again at schedules that are due but locked by another worker's firing.
+LOCKED_RECHECK = 0.2
+#: Longest wait after an error that is not the connection's (a missing table before migrate).
+ERROR_DELAY_MAX = 60.0
+
+
+class ScheduleFirer:
+    def __init__(self, worker_id: str, alias: str, wake: Callable[[], None]) -> None:
+        self.worker_id = worker_id
+        self.alias = alias
+        self.wake = wake  # wakes the worker loop (to claim what was enqueued)
+        #: When (``time.monotonic()``) to fire next; 0: at once.
+        self.due_at = 0.0
+        self.synced = False
+        self.task: Periodic | None = None
+        self._changed = False
+        self._error_delay = 0.0
+
+    @classmethod
+    def for_worker(cls, worker: Worker, enabled: bool | None) -> ScheduleFirer | None:
+        """A firer run by ``worker``'s housekeeping, unless firing is off for it
+        (``PGQUEUE_FIRE_SCHEDULES``, ``run_jobs --no-schedules``, or a burst)."""
+        if not (settings.FIRE_SCHEDULES if enabled is None else enabled) or worker.burst:
+            return None
+        firer = cls(worker.worker_id, worker.alias, worker._wake)
+        connection = worker._connection
+
+        def run() -> float:
+            firer._changed = False
+            if firer.fire(connection):
+                firer.wake()  # claim the jobs it enqueued now
+            return 0.0 if firer._changed else max(0.0, firer.due_at - time.monotonic())
+
+        firer.task = worker.housekeeping.add("schedules", run, settings.POLL_INTERVAL)
+        return firer
+
+    def changed(self) -> None:
+        """Schedules changed (the listener's thread): look at them again now."""
+        self._changed = True
+        if self.task is not None:
+            self.task.next_at = 0.0
+        self.wake()
+
+    def fire(self, db: Database) -> int:
+        """Sync (the first time), fire due ticks; returns the jobs enqueued."""
+        try:
+            if not self.synced:
+                self._sync()
+            fired = operations.fire_schedules(db)
+        except CONNECTION_ERRORS:
+            raise  # the loop reconnects
+        except Exception as exc:
+            self._error_delay = min(ERROR_DELAY_MAX, max(1.0, self._error_delay * 2))
+            logger.warning(
+                "Worker %s could not fire schedules (%s: %s); trying again in %.0fs",
+                self.worker_id,
+                type(exc).__name__,
+                str(exc).strip() or "-",
+                self._error_delay,
+                exc_info=not isinstance(exc, operations.DATABASE_ERRORS),
+            )
+            self.due_at = time.monotonic() + self._error_delay
+            return 0
+        self._error_delay = 0.0
+        now = time.monotonic()
+        look_again = now + settings.POLL_INTERVAL
+        if fired.next_due is None:
+            self.due_at = look_again
+        else:
+            wait = (fired.next_due - fired.now).total_seconds()
+            if wait <= 0:  # due, but another worker holds it (or more than a batch were due)
+                wait = 0.0 if fired.schedules >= operations.FIRE_BATCH else LOCKED_RECHECK
+            self.due_at = min(look_again, now + wait)
+        return fired.enqueued
+
+    def _sync(self) -> None:
+        from django_pgqueue.schedules.sync import sync
+
+        try:
+            sync(self.alias)
+        except CONNECTION_ERRORS:
+            raise  # synced at the next try
+        except Exception:
+            # Firing goes on with the rows as they are (``migrate`` syncs too).
+            logger.exception("Worker %s could not sync the code's schedules", self.worker_id)
+        finally:
+            # The sync ran on this thread's Django connection: don't keep it open.
+            connections[self.alias].close()
+        self.synced = True
