@@ -8,10 +8,12 @@ import signal
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
 from django_pgqueue.worker import Worker
+from django_pgqueue.worker.performer import decide, failed, log_outcome
 from tests.testapp import jobs
 from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
 
@@ -109,3 +111,24 @@ def test_every_lifecycle_line_names_its_worker_or_supervisor():
     received = [line for line in lifecycle if "received SIGTERM" in line]
     assert len(received) == 3, text  # the supervisor and each worker, each named
     assert len(set(received)) == 3
+
+
+def test_an_attempt_line_leaves_out_a_traceback_another_logger_wrote(caplog):
+    from django_pgqueue.worker.performer import TRACEBACK_LOGGED
+
+    caplog.set_level(logging.INFO, logger="django_pgqueue")
+    plain = jobs.always_fails.using(max_attempts=1).enqueue("plain")
+    drain()
+    (line,) = records(caplog, job_id=plain.pk)
+    assert line.exc_info is not None  # the worker's line carries the traceback...
+
+    caplog.clear()
+    error = RuntimeError("told already")
+    setattr(error, TRACEBACK_LOGGED, True)
+    job = jobs.always_fails.using(max_attempts=1).enqueue()
+    job.attempts = 1
+    outcome = failed(job, error, timezone.now(), "logs", decide(job))
+    log_outcome(job, outcome, "logs")
+    (line,) = records(caplog, job_id=job.pk)
+    assert line.exc_info is None  # ...unless it was logged already
+    assert "(RuntimeError, traceback in the django.tasks log); now dead" in line.getMessage()

@@ -543,6 +543,9 @@ def test_signals_are_sent_for_enqueue_start_and_finish(t, tmp_path):
     # ... so Django's own log receiver reports the exception with its traceback.
     path = "tests.taskapp.tasks.always_fails"
     assert f"Task id={bad.id} path={path} state=FAILED\nTraceback" in stderr
+    # ... and only there: one traceback per failed attempt, not Django's and the worker's both.
+    assert stderr.count("Traceback (most recent call last)") == 2, stderr
+    assert stderr.count("(ValueError, traceback in the django.tasks log)") == 2, stderr
     assert f"Task id={ok.id} path=tests.taskapp.tasks.add state=SUCCESSFUL" in stderr
 
 

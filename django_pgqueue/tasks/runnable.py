@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from django_pgqueue.rules import to_seconds
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import dumps
 from django_pgqueue.tasks.results import result_from_job, task_as_enqueued
+from django_pgqueue.worker.performer import TRACEBACK_LOGGED
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -139,12 +141,25 @@ def run_attempt(task: PgQueueTask, job: Job) -> Any:
         if final:
             object.__setattr__(result, "finished_at", timezone.now())
         send(task_finished, sender, result)
+        if _django_logs_traceback(final):
+            # Django's receiver of task_finished logged it with the traceback: the worker's
+            # line for this attempt leaves it out (one traceback per failure).
+            with contextlib.suppress(AttributeError):
+                setattr(exc, TRACEBACK_LOGGED, True)
         raise
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
     send(task_finished, sender, result)
     return value
+
+
+def _django_logs_traceback(final: bool) -> bool:
+    """Whether Django's ``log_task_finished`` receiver just logged the exception with its
+    traceback: at ERROR for a task that failed for good, at INFO before a retry."""
+    django_logger = logging.getLogger("django.tasks")  # noqa: TID251  (Django's, read only)
+    level = logging.ERROR if final else logging.INFO
+    return django_logger.isEnabledFor(level) and django_logger.hasHandlers()
 
 
 def _backend_class(task: Task[..., Any]) -> type[BaseTaskBackend]:

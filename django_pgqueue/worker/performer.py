@@ -256,6 +256,11 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     }
     head = f"{job.name} #{job.pk} queue={job.queue} attempt {job.attempts}/{job.max_attempts}"
     ran = f"after {_seconds(duration)}"
+    exc_info = outcome.exception
+    if exc_info is not None and getattr(exc_info, TRACEBACK_LOGGED, False):
+        # A django.tasks task: Django's own logger printed this traceback (one is enough).
+        exc_info = None
+        ran += f" ({type(outcome.exception).__name__}, traceback in the django.tasks log)"
     if outcome.outcome == Attempt.COMPLETED:
         logger.info("%s completed %s", head, ran, extra=extra)
     elif outcome.outcome == Attempt.CANCELLED:
@@ -276,11 +281,17 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
             job.max_attempts,
             _seconds(wait),
             outcome.run_after.isoformat(timespec="milliseconds"),
-            exc_info=outcome.exception,
+            exc_info=exc_info,
             extra=extra,
         )
     else:
-        logger.error("%s failed %s; now dead", head, ran, exc_info=outcome.exception, extra=extra)
+        logger.error("%s failed %s; now dead", head, ran, exc_info=exc_info, extra=extra)
+
+
+#: Set (True) on an exception whose traceback another logger already wrote: the attempt's line
+#: then names it without repeating the traceback (``tasks.runnable`` sets it when Django's
+#: ``django.tasks`` logger logged the failure).
+TRACEBACK_LOGGED = "_pgqueue_traceback_logged"
 
 
 def _seconds(value: float) -> str:

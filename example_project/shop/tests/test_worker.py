@@ -11,7 +11,13 @@ from shop.models import Order, SearchIndex, StoreReport, SupplierSync, WebhookEn
 
 
 def test_demo_batch_runs_to_the_expected_end(run_worker):
-    call_command("seed_demo", newsletter=50, stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("seed_demo", newsletter=50, stdout=out)
+    # Every row of its summary counts jobs: they add up to the jobs in the table.
+    rows = [line.rsplit(None, 1) for line in out.getvalue().splitlines()]
+    counts = {label.strip(): int(n) for label, n in rows}
+    assert counts.pop("jobs enqueued") == sum(counts.values()) == Job.objects.count() == 167
+    assert counts["search index rebuild (unique: asked 5 times, 4 deduplicated)"] == 1
     run_worker("--threads", "4")
 
     jobs = Job.objects.all()

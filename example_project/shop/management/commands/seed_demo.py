@@ -9,10 +9,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from django_pgqueue.testing import capture_jobs
 from shop.jobs import (
+    deliver_webhook,
     enqueue_report_rebuild,
     rebuild_search_index,
     send_newsletter,
+    send_order_confirmation,
+    send_review_request,
     sync_inventory,
 )
 from shop.models import Store, SupplierSync, WebhookEndpoint
@@ -36,7 +40,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         rng = random.Random(options["seed"])
-        counts: dict[str, int] = {}
+        counts: dict[str, int] = {}  # every row counts jobs (capture_jobs sees each enqueue)
 
         stores = []
         for name, slug, _, webhook in STORES:
@@ -48,12 +52,16 @@ class Command(BaseCommand):
 
         # 1. Orders: each enqueues a confirmation (now), a review request (in three days)
         #    and a webhook per endpoint, in the order's own transaction.
-        for store, (_, _, n_orders, _) in zip(stores, STORES, strict=True):
-            for _ in range(n_orders):
-                email = f"customer{rng.randrange(1000, 9999)}@example.com"
-                total = Decimal(rng.randrange(500, 25000)) / 100
-                place_order(store, email, total)
-        counts["orders placed"] = sum(s[2] for s in STORES)
+        orders = sum(s[2] for s in STORES)
+        with capture_jobs() as jobs:
+            for store, (_, _, n_orders, _) in zip(stores, STORES, strict=True):
+                for _ in range(n_orders):
+                    email = f"customer{rng.randrange(1000, 9999)}@example.com"
+                    total = Decimal(rng.randrange(500, 25000)) / 100
+                    place_order(store, email, total)
+        counts[f"order confirmations ({orders} orders)"] = len(jobs.filter(send_order_confirmation))
+        counts["review requests (run_after: in 3 days)"] = len(jobs.filter(send_review_request))
+        counts["webhook deliveries (Coffee Corner's fail)"] = len(jobs.filter(deliver_webhook))
 
         # 2. A bulk enqueue: one INSERT for the whole newsletter.
         issue = "Autumn best sellers"
@@ -63,22 +71,28 @@ class Command(BaseCommand):
 
         # 3. Flaky jobs: the supplier API times out twice per SKU, then answers.
         SupplierSync.objects.filter(sku__in=SKUS).update(calls=0)
-        with transaction.atomic():
+        with capture_jobs() as jobs, transaction.atomic():
             for sku in SKUS:
                 sync_inventory.enqueue(sku, fail_times=2)
-        counts["inventory syncs (fail twice, then succeed)"] = len(SKUS)
+        counts["inventory syncs (fail twice, then succeed)"] = len(jobs)
 
         # 4. Per-tenant jobs: four report rebuilds per store, one at a time per store.
-        for store in stores:
-            for _ in range(4):
-                enqueue_report_rebuild(store)
-        counts["report rebuilds (concurrency_key per store)"] = 4 * len(stores)
+        with capture_jobs() as jobs:
+            for store in stores:
+                for _ in range(4):
+                    enqueue_report_rebuild(store)
+        counts["report rebuilds (concurrency_key per store)"] = len(jobs)
 
-        # 5. A unique job asked for five times: one job.
-        jobs = [rebuild_search_index.enqueue() for _ in range(5)]
-        deduplicated = sum(1 for j in jobs if j.deduplicated)  # type: ignore[attr-defined]
-        counts[f"search index rebuilds (asked 5 times, {deduplicated} deduplicated)"] = 5
+        # 5. A unique job asked for five times: one job (or none, if one is already waiting).
+        with capture_jobs() as jobs:
+            for _ in range(5):
+                rebuild_search_index.enqueue()
+        added = [j for j in jobs if not j.deduplicated]
+        counts[f"search index rebuild (unique: asked 5 times, {5 - len(added)} deduplicated)"] = (
+            len(added)
+        )
 
         width = max(len(k) for k in counts)
         for key, value in counts.items():
             self.stdout.write(f"  {key:<{width}}  {value:>4}")
+        self.stdout.write(f"  {'jobs enqueued':<{width}}  {sum(counts.values()):>4}")
