@@ -219,7 +219,34 @@ class Worker(models.Model):
         return self.worker_id
 
 
+class Queue(models.Model):
+    """A queue's runtime settings. No row means: running, no limits (see docs/control.md).
+
+    Change it through :func:`django_pgqueue.pause_queue`, :func:`~django_pgqueue.resume_queue`,
+    ``manage.py pgqueue_queue`` or the dashboard: they tell the workers at once.
+    """
+
+    name = models.CharField(max_length=100, primary_key=True)
+    paused = models.BooleanField(
+        default=False, db_default=False, help_text="No worker starts a job of this queue."
+    )
+    concurrency_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most jobs of this queue running at once, all workers."
+    )
+    rate_limit = models.CharField(
+        max_length=32, null=True, blank=True, help_text='Most job starts per period, e.g. "10/s".'
+    )
+    updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
+
+    class Meta:
+        db_table = "pgqueue_queue"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 # Periodic schedules live with their own code; Django finds the model through this module.
 from django_pgqueue.schedules.models import Schedule  # noqa: E402
 
-__all__ = ["Job", "Schedule", "Worker"]
+__all__ = ["Job", "Queue", "Schedule", "Worker"]

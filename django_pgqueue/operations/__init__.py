@@ -17,6 +17,7 @@ module             owns
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
 ``schedules``      :func:`fire_schedules` (due ticks, exactly once), :func:`run_schedule_now`
+``queues``         :func:`set_paused`, :func:`set_limits`, :func:`queue_controls`
 =================  ===================================================================
 """
 
@@ -53,6 +54,13 @@ from django_pgqueue.operations.outcomes import (
     release,
     save_progress,
 )
+from django_pgqueue.operations.queues import (
+    QUEUES_CHANGED,
+    QueueControl,
+    queue_controls,
+    set_limits,
+    set_paused,
+)
 from django_pgqueue.operations.schedules import (
     FIRE_BATCH,
     Fired,
@@ -68,6 +76,7 @@ __all__ = [
     "CONNECTION_ERRORS",
     "DATABASE_ERRORS",
     "FIRE_BATCH",
+    "QUEUES_CHANGED",
     "RETRYABLE_Q",
     "WORKER_ROW_RETENTION",
     "Database",
@@ -75,6 +84,7 @@ __all__ = [
     "Fired",
     "Outcome",
     "Pruned",
+    "QueueControl",
     "cancel",
     "cancel_requested",
     "claim",
@@ -91,6 +101,7 @@ __all__ = [
     "next_run_after",
     "notify",
     "prune",
+    "queue_controls",
     "release",
     "report_worker",
     "retry",
@@ -98,5 +109,7 @@ __all__ = [
     "run_schedule_now",
     "save_progress",
     "scheduled_q",
+    "set_limits",
+    "set_paused",
     "stop_worker",
 ]

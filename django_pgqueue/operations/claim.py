@@ -43,6 +43,7 @@ def claim_counted(
     visibility_timeout: float,
     *,
     reclaim: bool = True,
+    controlled: bool = False,
 ) -> tuple[list[Job], int]:
     """Claim up to ``limit`` runnable jobs for ``worker_id`` with one SKIP LOCKED statement.
 
@@ -52,16 +53,18 @@ def claim_counted(
     worker stopped heartbeating are taken first, in a statement of their own; those out of
     attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
     (the second value): a claim that took ``limit`` rows was not short of work.
+    With ``controlled`` (some queue has settings: ``pgqueue_queue`` has rows), the claim leaves
+    out the jobs of paused queues.
     """
     params: dict[str, Any] = {
         "worker": worker_id,
         "limit": limit,
         "visibility": visibility_timeout,
     }
-    statement = sql.CLAIM_ALL_QUEUES
+    statement = sql.CONTROLLED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
     if queues:
         params["queues"] = list(queues)
-        statement = sql.CLAIM_NAMED_QUEUES
+        statement = sql.CONTROLLED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
     if reclaim:
         with db.atomic(), db.cursor() as cursor:

@@ -158,11 +158,21 @@ def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def next_run_after(db: Database, queues: Sequence[str] | None) -> datetime | None:
-    """When the earliest pending job becomes runnable (None: no pending job)."""
+def next_run_after(
+    db: Database, queues: Sequence[str] | None, *, controlled: bool = False
+) -> datetime | None:
+    """When the earliest pending job becomes runnable (None: no pending job); with
+    ``controlled``, of the queues not paused."""
     with db.cursor() as cursor:
         if queues:
-            cursor.execute(sql.NEXT_RUN_AFTER_NAMED_QUEUES, [list(queues)])
+            statement = (
+                sql.CONTROLLED_NEXT_RUN_AFTER_NAMED_QUEUES
+                if controlled
+                else sql.NEXT_RUN_AFTER_NAMED_QUEUES
+            )
+            cursor.execute(statement, [list(queues)])
+        elif controlled:
+            cursor.execute(sql.CONTROLLED_NEXT_RUN_AFTER_ALL_QUEUES)
         else:
             cursor.execute(sql.NEXT_RUN_AFTER_ALL_QUEUES)
         row = cursor.fetchone()

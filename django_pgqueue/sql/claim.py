@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
+from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -31,7 +32,7 @@ _FRESH_COLUMNS = "id, concurrency_key, priority, run_after"
 
 _FRESH_ALL_QUEUES = f"""
     SELECT {_FRESH_COLUMNS} FROM {TABLE} j
-    WHERE {_FRESH_FILTER}
+    WHERE {_FRESH_FILTER} {{controls}}
     {_FRESH_ORDER}
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -41,13 +42,18 @@ _FRESH_NAMED_QUEUES = f"""
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
         SELECT {_FRESH_COLUMNS} FROM {TABLE} j
-        WHERE j.queue = q.name AND {_FRESH_FILTER}
+        WHERE j.queue = q.name AND {_FRESH_FILTER} {{controls}}
         {_FRESH_ORDER}
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) c
     LIMIT %(limit)s
 """
+
+# Runtime control (docs/control.md): while any queue has settings (a row in pgqueue_queue),
+# workers claim with the CONTROLLED_* statements, which leave out the jobs of paused queues;
+# otherwise with the plain ones, which never look at that table.
+_CONTROLS = f"AND {not_paused('j.queue')}"
 
 # A stale job that has used all its attempts goes dead instead of running again; one that was
 # asked to stop (``cancel()`` while it ran) goes cancelled.
@@ -111,8 +117,15 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """
 
-CLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_ALL_QUEUES))
-CLAIM_NAMED_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_NAMED_QUEUES))
+
+def _claim_fresh(fresh: str, controls: str = "") -> str:
+    return _CLAIM.format(picked=_PICK_FRESH.format(fresh=fresh.format(controls=controls)))
+
+
+CLAIM_ALL_QUEUES = _claim_fresh(_FRESH_ALL_QUEUES)
+CLAIM_NAMED_QUEUES = _claim_fresh(_FRESH_NAMED_QUEUES)
+CONTROLLED_CLAIM_ALL_QUEUES = _claim_fresh(_FRESH_ALL_QUEUES, _CONTROLS)
+CONTROLLED_CLAIM_NAMED_QUEUES = _claim_fresh(_FRESH_NAMED_QUEUES, _CONTROLS)
 RECLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_STALE.format(queue_filter=""))
 RECLAIM_NAMED_QUEUES = _CLAIM.format(
     picked=_PICK_STALE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, readable_timestamp
+from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -67,4 +68,17 @@ SELECT {readable_timestamp("min(n)")} FROM unnest(%s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT min(run_after) AS n FROM {TABLE} WHERE status = {_PENDING} AND queue = q.name
 ) m
+"""
+
+# The same, leaving out paused queues (while any queue has settings: docs/control.md).
+CONTROLLED_NEXT_RUN_AFTER_ALL_QUEUES = f"""
+SELECT min(run_after) FROM {TABLE} j WHERE status = {_PENDING} AND {not_paused("j.queue")}
+"""
+
+CONTROLLED_NEXT_RUN_AFTER_NAMED_QUEUES = f"""
+SELECT min(n) FROM unnest(%s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT min(run_after) AS n FROM {TABLE} WHERE status = {_PENDING} AND queue = q.name
+) m
+WHERE {not_paused("q.name")}
 """

@@ -42,6 +42,8 @@ class Claimer:
         self.queues = queues
         self.burst = burst
         self.next_reclaim = 0.0  # when the next claim also takes back stale jobs
+        #: Some queue has settings (paused, limits): claim with the statements that obey them.
+        self.controlled = False
 
     def claim(self, limit: int) -> tuple[list[Job], int]:
         """Up to ``limit`` jobs, and the rows taken (jobs found dead in the claim count: the
@@ -66,13 +68,16 @@ class Claimer:
             limit,
             settings.VISIBILITY_TIMEOUT,
             reclaim=reclaim,
+            controlled=self.controlled,
         )
 
     def idle_until(self) -> float:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
         now = time.monotonic()
         poll = now + settings.POLL_INTERVAL
-        next_run = operations.next_run_after(self.connection, self.queues)
+        next_run = operations.next_run_after(
+            self.connection, self.queues, controlled=self.controlled
+        )
         if next_run is None:
             logger.debug(
                 "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, poll - now

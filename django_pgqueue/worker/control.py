@@ -1,5 +1,10 @@
-"""What the worker loop does for runtime control of the jobs it holds: it passes cancellation
-requests on to them and writes the progress they report.
+"""What the worker loop does for runtime control: it keeps the queues' settings (paused,
+limits) it claims by, passes cancellation requests on to its jobs and writes their progress.
+
+Queue settings (:class:`QueueSettings`) are read at start, when ``NOTIFY pgqueue_control,
+'queues'`` says they changed, and every :data:`QUEUE_SETTINGS_POLL` seconds without a listener
+(:data:`QUEUE_SETTINGS_LISTENING` with one, as a safety net). While no queue has settings the
+worker claims with the plain statements, which never look at ``pgqueue_queue``.
 
 A ``cancel()`` of a running job sends ``NOTIFY pgqueue_control, 'cancel'``; the listener turns
 it into :meth:`RunningControl.notified`, and the next :meth:`~RunningControl.tick` looks up which
@@ -25,6 +30,32 @@ logger = get_logger("django_pgqueue.worker")
 CANCEL_POLL_INTERVAL = 0.5
 #: How often reported progress is written.
 PROGRESS_INTERVAL = 1.0
+#: How often the queues' settings are read without LISTEN (pause and resume within a second)...
+QUEUE_SETTINGS_POLL = 0.5
+#: ... and with it (NOTIFY brings every change at once; this only covers a lost notification).
+QUEUE_SETTINGS_LISTENING = 10.0
+
+
+class QueueSettings:
+    """The queues' runtime settings as this worker last read them."""
+
+    def __init__(self) -> None:
+        self.controls: list[operations.QueueControl] = []
+
+    @property
+    def active(self) -> bool:
+        """Whether any queue has settings (then claims obey them)."""
+        return bool(self.controls)
+
+    def read(self, db: Database) -> bool:
+        """Read them again; returns whether they changed."""
+        controls = operations.queue_controls(db)
+        changed = controls != self.controls
+        if changed:
+            paused = sorted(c.name for c in controls if c.paused)
+            logger.info("Queue settings changed; paused: %s", ", ".join(paused) or "none")
+        self.controls = controls
+        return changed
 
 
 class RunningControl:

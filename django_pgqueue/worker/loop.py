@@ -24,19 +24,25 @@ import queue as queue_module
 import socket
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from django_pgqueue import operations, rules
 from django_pgqueue.conf import settings
-from django_pgqueue.operations import DATABASE_ERRORS, Outcome
+from django_pgqueue.operations import DATABASE_ERRORS, QUEUES_CHANGED, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
 from django_pgqueue.worker.connection import Backoff, QueueConnection, log_database_error
-from django_pgqueue.worker.control import RunningControl
+from django_pgqueue.worker.control import (
+    QUEUE_SETTINGS_LISTENING,
+    QUEUE_SETTINGS_POLL,
+    QueueSettings,
+    RunningControl,
+)
 from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
 from django_pgqueue.worker.housekeeping import Housekeeping
@@ -51,7 +57,13 @@ logger = get_logger("django_pgqueue.worker")
 
 _WAKE = object()
 _STOP = object()
-_CONTROL = object()
+
+
+@dataclass(frozen=True)
+class _Control:
+    """Event: a runtime-control notification (``cancel``, ``queues``, or ``reconnected``)."""
+
+    payload: str
 
 
 def default_worker_id() -> str:
@@ -126,6 +138,11 @@ class Worker:
         self.housekeeping.add("prune", self._prune, settings.PRUNE_INTERVAL, wakes=False)
         # Periodic schedules: any worker fires them (not a burst, which only drains).
         self._schedules = ScheduleFirer.for_worker(self, schedules)
+        # Queue settings (paused, limits): read at start, on NOTIFY, and polled as a fallback.
+        self._queue_settings = QueueSettings()
+        self._queue_settings_task = self.housekeeping.add(
+            "queue settings", self._read_queue_settings, QUEUE_SETTINGS_POLL
+        )
 
     # ----- public API ------------------------------------------------------------------------
 
@@ -183,7 +200,15 @@ class Worker:
         self._events.put(_WAKE)
 
     def _on_control(self, payload: str) -> None:
-        self._events.put(_CONTROL)
+        self._events.put(_Control(payload))
+
+    def _read_queue_settings(self) -> float:
+        """Read the queues' settings; claim at once if they changed (a queue resumed, say)."""
+        if self._queue_settings.read(self._connection):
+            self._claimer.controlled = self._queue_settings.active
+            self._wake()
+        # With LISTEN, a change is heard at once; reading now and then is only a safety net.
+        return QUEUE_SETTINGS_LISTENING if self._listening() else QUEUE_SETTINGS_POLL
 
     def _listening(self) -> bool:
         return self._listener is not None and self._listener.listening.is_set()
@@ -297,8 +322,11 @@ class Worker:
                 self._stopping = True
             elif event is _WAKE:
                 self._woken = True
-            elif event is _CONTROL:
-                self._control.notified()
+            elif isinstance(event, _Control):
+                if event.payload != QUEUES_CHANGED:  # a cancellation, or a reconnection
+                    self._control.notified()
+                if event.payload != "cancel":
+                    self._queue_settings_task.next_at = 0.0
             elif isinstance(event, Outcome):
                 self._capacity.record(event)
                 self._outcomes.append(event)
