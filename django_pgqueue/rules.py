@@ -197,6 +197,7 @@ WORKER_OPTIONS: dict[str, Rule] = {
     "batch_size": _or_none(SETTINGS["BATCH_SIZE"]),
     "max_jobs": Integer(1, 10**12, nullable=True),
     "shutdown_timeout": _or_none(SETTINGS["SHUTDOWN_TIMEOUT"]),
+    "cancel_timeout": _or_none(SETTINGS["CANCEL_TIMEOUT"]),
     "worker_id": Text(WORKER_ID_MAX, nullable=True),
 }
 

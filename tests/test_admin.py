@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_pgqueue import admin as pgqueue_admin
 from django_pgqueue import stats
 from django_pgqueue.admin import actions as admin_actions
-from django_pgqueue.models import Job, Worker
+from django_pgqueue.models import Job, Queue, Worker
 
 pytestmark = pytest.mark.django_db
 
@@ -550,6 +550,40 @@ def test_forged_operate_and_dashboard_posts_without_permission_are_forbidden(sta
     assert client.get(RETRY_DEAD, {"queue": "default"}).status_code == 403
     assert client.post(RETRY_DEAD, {"queue": "default"}).status_code == 403
     assert status_of(dead) == ["dead"]
+
+
+QUEUE_CONTROL = reverse("admin:django_pgqueue_job_queue_control")
+
+
+def test_dashboard_pauses_and_resumes_a_queue_and_shows_paused_ones_first(admin_client):
+    make("pending", queue="emails")
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert 'value="pause">Pause</button>' in html and "pgqueue-paused-banner" not in html
+    response = admin_client.post(QUEUE_CONTROL, {"name": "emails", "operation": "pause"})
+    assert response.status_code == 302
+    assert Queue.objects.get(name="emails").paused
+    response = admin_client.get(DASHBOARD)
+    html = response.content.decode()
+    assert "Paused: emails." in html and "Resume emails</button>" in html
+    assert 'class="pgqueue-queue pgqueue-queue-paused" data-queue="emails"' in html
+    assert any("Paused queue “emails”" in m for m in messages_of(response))
+    # A paused queue with no job at all is still shown (in the banner).
+    admin_client.post(QUEUE_CONTROL, {"name": "empty", "operation": "pause"})
+    assert "Paused: emails, empty." in admin_client.get(DASHBOARD).content.decode()
+    admin_client.post(QUEUE_CONTROL, {"name": "emails", "operation": "resume"})
+    admin_client.post(QUEUE_CONTROL, {"name": "empty", "operation": "resume"})
+    assert not Queue.objects.exists()
+    response = admin_client.post(QUEUE_CONTROL, {"name": "", "operation": "pause"}, follow=True)
+    assert "No such queue operation." in messages_of(response)
+    assert admin_client.get(QUEUE_CONTROL).status_code == 405
+
+
+def test_pausing_a_queue_needs_the_change_permission(staff_client):
+    client = staff_client("view_job")
+    make("pending", queue="emails")
+    assert 'value="pause"' not in client.get(DASHBOARD).content.decode()
+    assert client.post(QUEUE_CONTROL, {"name": "emails", "operation": "pause"}).status_code == 403
+    assert not Queue.objects.exists()
 
 
 def test_staff_without_job_permissions_sees_nothing(staff_client):

@@ -17,7 +17,7 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from django_pgqueue.models import Job, Worker
+from django_pgqueue.models import Job, Queue, Worker
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -260,6 +260,25 @@ def test_running_job_page_shows_progress_and_cancels(page, live_server, operator
     expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
     job.refresh_from_db()
     assert job.status == "running" and job.cancel_requested_at is not None
+
+
+def test_dashboard_pauses_a_queue_prominently_and_resumes_it(page, live_server, operator, tmp_path):
+    some_history()
+    dashboard = reverse("admin:django_pgqueue_job_dashboard")
+    log_in(page, live_server, dashboard)
+    emails_row = page.locator('tr[data-queue="emails"]')
+    emails_row.get_by_role("button", name="Pause").click()
+    page.wait_for_url("**/dashboard/")
+    expect(page.locator("ul.messagelist li.success")).to_contain_text("Paused queue “emails”")
+    expect(page.locator("#pgqueue-paused")).to_contain_text("Paused: emails.")
+    expect(emails_row.locator(".pgqueue-status-paused")).to_have_text("Paused")
+    assert Queue.objects.get(name="emails").paused
+    shot(page, tmp_path, "11-dashboard-paused")
+    page.locator("#pgqueue-paused").get_by_role("button", name="Resume emails").click()
+    page.wait_for_url("**/dashboard/")
+    expect(page.locator("#pgqueue-paused")).to_have_count(0)
+    expect(emails_row.get_by_role("button", name="Pause")).to_be_visible()
+    assert not Queue.objects.exists()
 
 
 def test_job_page_shows_the_traceback_and_retries(page, live_server, operator, tmp_path):

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_pgqueue import stats
 from django_pgqueue.admin.base import JobAdminBase
 from django_pgqueue.admin.formatting import compact_duration, period_in_words
+from django_pgqueue.admin.queues import queue_settings
 
 CHART_WIDTH = 960
 CHART_HEIGHT = 120
@@ -25,12 +26,15 @@ class QueueDashboard(JobAdminBase):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         report = stats.queue_report()
+        controls = queue_settings()
         return self.render_page(
             request,
             "django_pgqueue/admin/dashboard.html",
             "Queue dashboard",
             report=report,
-            rows=[self._dashboard_row(q) for q in report.queues],
+            rows=[self._dashboard_row(q, controls) for q in report.queues],
+            paused=sorted(name for name, c in controls.items() if c.paused),
+            queue_control_url=self.admin_url("queue_control"),
             workers=[
                 {
                     "info": w,
@@ -54,9 +58,10 @@ class QueueDashboard(JobAdminBase):
             window_cap=f"{stats.WINDOW_CAP:,}",
         )
 
-    def _dashboard_row(self, queue: stats.QueueStats) -> dict[str, Any]:
+    def _dashboard_row(self, queue: stats.QueueStats, controls: dict[str, Any]) -> dict[str, Any]:
         return {
             "stats": queue,
+            "control": controls.get(queue.queue),
             "oldest": compact_duration(queue.oldest_runnable_age),
             "dead_count": queue.dead.value,
         }

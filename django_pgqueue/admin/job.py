@@ -20,11 +20,12 @@ from django_pgqueue.admin.changelist import EstimatedCountPaginator, JobChangeLi
 from django_pgqueue.admin.columns import JobColumns
 from django_pgqueue.admin.dashboard import QueueDashboard
 from django_pgqueue.admin.filters import NameFilter, QueueFilter, StatusFilter
+from django_pgqueue.admin.queues import QueueControls
 from django_pgqueue.admin.search import search_jobs
 from django_pgqueue.models import Job
 
 
-class JobAdmin(JobColumns, QueueDashboard, JobActions):
+class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     list_display = (
         "id",
         "name_column",
@@ -115,6 +116,11 @@ class JobAdmin(JobColumns, QueueDashboard, JobActions):
                 "dashboard/retry-dead/",
                 wrap(self.retry_dead_view),
                 name=f"{info}_retry_dead",
+            ),
+            path(
+                "dashboard/queue/",
+                wrap(require_POST(self.queue_control_view)),
+                name=f"{info}_queue_control",
             ),
             path(
                 "<path:object_id>/operate/<str:operation>/",

@@ -31,8 +31,11 @@ def claim(
     limit: int,
     visibility_timeout: float,
 ) -> list[Job]:
-    """Claim up to ``limit`` runnable jobs for ``worker_id``: :func:`claim_counted`'s jobs."""
-    return claim_counted(db, worker_id, queues, limit, visibility_timeout)[0]
+    """Claim up to ``limit`` runnable jobs for ``worker_id``: :func:`claim_counted`'s jobs.
+
+    Always obeys the queues' settings (the worker knows when there are none, and skips that).
+    """
+    return claim_counted(db, worker_id, queues, limit, visibility_timeout, controlled=True)[0]
 
 
 def claim_counted(

@@ -99,6 +99,7 @@ class Worker:
             batch_size=batch_size,
             max_jobs=max_jobs,
             shutdown_timeout=shutdown_timeout,
+            cancel_timeout=cancel_timeout,
             worker_id=worker_id,
         )
         self.queues = list(queues) if queues else None

@@ -71,7 +71,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--cancel-timeout",
-            type=float,
+            type=of(WORKER_OPTIONS["cancel_timeout"]),
             default=None,
             help="Seconds a cancelled running job has to return before its thread is abandoned "
             f"(default: PGQUEUE_CANCEL_TIMEOUT = {settings.CANCEL_TIMEOUT}).",
