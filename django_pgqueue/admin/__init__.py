@@ -13,7 +13,8 @@ This module registers :class:`~django_pgqueue.admin.job.JobAdmin`, built from:
 * :mod:`~django_pgqueue.admin.changelist`: the job list's capped or estimated count;
 * :mod:`~django_pgqueue.admin.filters` and :mod:`~django_pgqueue.admin.search`: finding jobs;
 * :mod:`~django_pgqueue.admin.actions`: retry, run now, cancel, delete, and what they say;
-* :mod:`~django_pgqueue.admin.dashboard`: the queue dashboard and its chart.
+* :mod:`~django_pgqueue.admin.dashboard`: the queue dashboard and its chart;
+* :mod:`~django_pgqueue.admin.schedule`: the periodic schedules (registered on their own).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from django.contrib import admin
 
 from django_pgqueue.admin.dashboard import link_dashboard_from_index
 from django_pgqueue.admin.job import JobAdmin
-from django_pgqueue.models import Job
+from django_pgqueue.admin.schedule import ScheduleAdmin
+from django_pgqueue.models import Job, Schedule
 
-__all__ = ["JobAdmin"]
+__all__ = ["JobAdmin", "ScheduleAdmin"]
 
 admin.site.register(Job, JobAdmin)
+admin.site.register(Schedule, ScheduleAdmin)
 link_dashboard_from_index()

@@ -21,6 +21,7 @@ from django_pgqueue.admin.columns import JobColumns
 from django_pgqueue.admin.dashboard import QueueDashboard
 from django_pgqueue.admin.filters import NameFilter, QueueFilter, StatusFilter
 from django_pgqueue.admin.queues import QueueControls
+from django_pgqueue.admin.schedule import ScheduleFilter
 from django_pgqueue.admin.search import search_jobs
 from django_pgqueue.models import Job
 
@@ -43,6 +44,7 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
         StatusFilter,
         QueueFilter,
         NameFilter,
+        ScheduleFilter,
         ("created_at", admin.DateFieldListFilter),
         ("finished_at", admin.DateFieldListFilter),
     )
@@ -59,7 +61,7 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     ordering = ("-id",)
 
     fieldsets = (
-        (None, {"fields": ("id", "name", "queue", "status_column", "priority")}),
+        (None, {"fields": ("id", "name", "queue", "status_column", "priority", "schedule")}),
         ("Progress", {"fields": ("progress_column", "cancel_requested_detail")}),
         ("Last error", {"fields": ("last_error_column",)}),
         ("Arguments", {"fields": ("args_json", "kwargs_json")}),
