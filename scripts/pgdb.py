@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
@@ -200,7 +200,7 @@ def find_binary(name: str) -> str | None:
     return None
 
 
-def _run_as_user() -> str | None:
+def run_as_user() -> str | None:
     """The unprivileged account that runs the private cluster when we are root."""
     if os.geteuid() != 0:
         return None
@@ -240,6 +240,9 @@ def _user_can_use(user: str | None, directory: Path) -> bool:
 class Cluster:
     base: Path
     user: str | None  # the OS user it runs as (None: us)
+    port: int = PRIVATE_PORT
+    listen: str = ""  # a TCP address to listen on too ("": the Unix socket only)
+    settings: dict[str, str] = field(default_factory=dict)  # more postgresql.conf lines
 
     @property
     def data(self) -> Path:
@@ -254,19 +257,47 @@ class Cluster:
         return self.base / "postgresql.log"
 
     def database(self, name: str) -> Database:
+        if self.listen:
+            return Database(
+                host=self.listen,
+                port=self.port,
+                user=PRIVATE_USER,
+                password="",
+                name=name,
+                source=f"a private PostgreSQL cluster in {self.base} ({self.listen}:{self.port})",
+            )
         return Database(
             host=str(self.socket_dir),
-            port=PRIVATE_PORT,
+            port=self.port,
             user=PRIVATE_USER,
             password="",
             name=name,
             source=f"a private PostgreSQL cluster in {self.base} (socket only)",
         )
 
+    def pg_ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``pg_ctl -D DATA ARGS`` as the cluster's user; never raises on its exit status."""
+        pg_ctl = find_binary("pg_ctl")
+        if not pg_ctl:
+            raise Problem(INSTALL_HELP)
+        return subprocess.run(
+            _as_user(self.user, [pg_ctl, "-D", str(self.data), *args]),
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+        )
+
+    def running(self) -> bool:
+        return self.pg_ctl("status").returncode == 0
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self.logfile.read_text(errors="replace")[-chars:] if self.logfile.exists() else ""
+
 
 def private_cluster() -> Cluster:
     """Where the private cluster lives: .pgdata/ unless that cannot work here."""
-    user = _run_as_user()
+    user = run_as_user()
     base = PGDATA_DIR
     socket_path = base / "run" / f".s.PGSQL.{PRIVATE_PORT}"
     relocated = None
@@ -281,10 +312,10 @@ def private_cluster() -> Cluster:
     return Cluster(base=base, user=user)
 
 
-def start_private_cluster(cluster: Cluster) -> None:
+def init_cluster(cluster: Cluster) -> None:
+    """Create the cluster's directories and data (once), owned by the user it runs as."""
     initdb = find_binary("initdb")
-    pg_ctl = find_binary("pg_ctl")
-    if not (initdb and pg_ctl):
+    if not (initdb and find_binary("pg_ctl")):
         raise Problem(INSTALL_HELP)
     run_user = cluster.user
     cluster.base.mkdir(mode=0o700, exist_ok=True)
@@ -295,62 +326,24 @@ def start_private_cluster(cluster: Cluster) -> None:
             os.chown(path, entry.pw_uid, entry.pw_gid)
         if cluster.data.exists():
             os.chown(cluster.data, entry.pw_uid, entry.pw_gid)
-    if not (cluster.data / "PG_VERSION").exists():
-        log(
-            f"Creating a private PostgreSQL cluster in {cluster.data} with {initdb}"
-            + (f" (as user {run_user!r}: PostgreSQL does not run as root)" if run_user else "")
-        )
-        result = subprocess.run(
-            _as_user(
-                run_user,
-                [
-                    initdb,
-                    "-D",
-                    str(cluster.data),
-                    "-U",
-                    PRIVATE_USER,
-                    "--auth=trust",
-                    "--encoding=UTF8",
-                    "--no-locale",
-                ],
-            ),
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd="/",
-        )
-        if result.returncode != 0:
-            raise Problem(f"initdb failed:\n{result.stdout}{result.stderr}")
-        with open(cluster.data / "postgresql.conf", "a") as conf:
-            conf.write(
-                "\n# Written by scripts/pgdb.py: a private cluster for the demo and the tests.\n"
-                "listen_addresses = ''\n"
-                f"unix_socket_directories = '{cluster.socket_dir}'\n"
-                f"port = {PRIVATE_PORT}\n"
-                "max_connections = 200\n"
-            )
-    status = subprocess.run(
-        _as_user(run_user, [pg_ctl, "-D", str(cluster.data), "status"]),
-        capture_output=True,
-        check=False,
-        cwd="/",
-    )
-    if status.returncode == 0:
+    if (cluster.data / "PG_VERSION").exists():
         return
-    log(f"Starting the private PostgreSQL cluster (log: {cluster.logfile})")
+    log(
+        f"Creating a private PostgreSQL cluster in {cluster.data} with {initdb}"
+        + (f" (as user {run_user!r}: PostgreSQL does not run as root)" if run_user else "")
+    )
     result = subprocess.run(
         _as_user(
             run_user,
             [
-                pg_ctl,
+                initdb,
                 "-D",
                 str(cluster.data),
-                "-l",
-                str(cluster.logfile),
-                "-w",
-                "-t",
-                "60",
-                "start",
+                "-U",
+                PRIVATE_USER,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-locale",
             ],
         ),
         capture_output=True,
@@ -359,24 +352,40 @@ def start_private_cluster(cluster: Cluster) -> None:
         cwd="/",
     )
     if result.returncode != 0:
-        tail = cluster.logfile.read_text()[-2000:] if cluster.logfile.exists() else ""
+        raise Problem(f"initdb failed:\n{result.stdout}{result.stderr}")
+    lines = {
+        "listen_addresses": f"'{cluster.listen}'",
+        "unix_socket_directories": f"'{cluster.socket_dir}'",
+        "port": str(cluster.port),
+        "max_connections": "200",
+        **cluster.settings,
+    }
+    with open(cluster.data / "postgresql.conf", "a") as conf:
+        conf.write(
+            "\n# Written by scripts/pgdb.py: a private cluster for the demo and the tests.\n"
+        )
+        conf.writelines(f"{name} = {value}\n" for name, value in lines.items())
+
+
+def start_private_cluster(cluster: Cluster) -> None:
+    """Create the cluster if needed and start it, unless it runs already."""
+    init_cluster(cluster)
+    if cluster.running():
+        return
+    log(f"Starting the private PostgreSQL cluster (log: {cluster.logfile})")
+    result = cluster.pg_ctl("-l", str(cluster.logfile), "-w", "-t", "60", "start")
+    if result.returncode != 0:
         raise Problem(
-            f"pg_ctl could not start the private cluster:\n{result.stdout}{result.stderr}\n{tail}"
+            "pg_ctl could not start the private cluster:\n"
+            f"{result.stdout}{result.stderr}\n{cluster.log_tail()}"
         )
 
 
-def stop_private_cluster(cluster: Cluster) -> bool:
-    pg_ctl = find_binary("pg_ctl")
-    if not (pg_ctl and (cluster.data / "PG_VERSION").exists()):
+def stop_private_cluster(cluster: Cluster, mode: str = "fast") -> bool:
+    """``pg_ctl stop -m MODE`` (fast: roll back and disconnect; immediate: a crash)."""
+    if not (find_binary("pg_ctl") and (cluster.data / "PG_VERSION").exists()):
         return False
-    result = subprocess.run(
-        _as_user(cluster.user, [pg_ctl, "-D", str(cluster.data), "-m", "fast", "-w", "stop"]),
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd="/",
-    )
-    return result.returncode == 0
+    return cluster.pg_ctl("-m", mode, "-w", "stop").returncode == 0
 
 
 # ----- putting it together ----------------------------------------------------------------------

@@ -11,3 +11,33 @@ def other_connection(transactional_db):
     conn.ensure_connection()
     yield conn
     conn.close()
+
+
+@pytest.fixture(scope="session")
+def private_cluster():
+    """A PostgreSQL cluster of the session's own, for tests that stop, restart or crash it.
+
+    Made once per session (initdb, a free port of 127.0.0.1, a migrated queue database) and
+    deleted at the end; see tests/private_cluster.py. The shared server is never touched.
+    """
+    from tests.private_cluster import PrivateCluster
+
+    cluster = PrivateCluster()
+    try:
+        cluster.start()
+        cluster.create_queue_database()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def cluster_queue(private_cluster):
+    """The private cluster's queue, running and empty at the start of the test."""
+    from tests.private_cluster import ClusterQueue
+
+    if not private_cluster.answers():  # a test that failed mid-outage left it stopped
+        private_cluster.start()
+    queue = ClusterQueue(private_cluster)
+    queue.reset()
+    return queue

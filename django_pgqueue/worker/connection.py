@@ -122,13 +122,19 @@ class Backoff:
     def __init__(self, cap: float = 10.0) -> None:
         self.cap = cap
         self.delay = 0.0
+        self._failing_since: float | None = None
 
     def failed(self) -> float:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
         self.delay = min(self.cap, max(0.1, self.delay * 2))
         return self.delay
 
-    def succeeded(self) -> None:
+    def succeeded(self) -> float | None:
+        """Reset; returns how long the failures lasted (seconds), or None if there were none."""
+        since, self._failing_since = self._failing_since, None
         self.delay = 0.0
+        return None if since is None else time.monotonic() - since
 
     def sleep(self, stop: Any = None) -> None:
         delay = self.failed()

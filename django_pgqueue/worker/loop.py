@@ -277,7 +277,13 @@ class Worker:
                         next_claim = self._claimer.idle_until()
                     else:
                         next_claim = now
-                backoff.succeeded()
+                outage = backoff.succeeded()
+                if outage is not None:
+                    logger.info(
+                        "Worker %s: queue database back after %.1fs; carrying on",
+                        self.worker_id,
+                        outage,
+                    )
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
                 if self._connection.stop_preparing(exc):

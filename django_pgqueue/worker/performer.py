@@ -14,19 +14,21 @@ import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from django.db import close_old_connections, connections
+from django.db import connections
 from django.utils import timezone
 
 from django_pgqueue import registry, signals
 from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
-from django_pgqueue.operations import Outcome
+from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.retries import RetryDecision
 from django_pgqueue.sql import dumps
 from django_pgqueue.states import Attempt, JobStatus
 
 if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
     from django_pgqueue.models import Job
 
 logger = get_logger("django_pgqueue.worker")
@@ -145,20 +147,39 @@ def end_connections() -> list[str]:
     so they must not look committed: the connection is closed (the server rolls the
     transaction back) and its transaction state reset, so the next job starts clean. Returns
     the aliases that had a transaction open.
+
+    It never opens a connection (a job whose connection could not be opened leaves none) and
+    never raises: a connection the server dropped is discarded, and the next job connects
+    afresh.
     """
     left_open = []
     for connection in connections.all(initialized_only=True):
-        if connection.in_atomic_block or not connection.get_autocommit():
-            left_open.append(connection.alias)
-            connection.in_atomic_block = False
-            connection.savepoint_ids = []
-            connection.atomic_blocks = []
-            connection.needs_rollback = False
-            connection.commit_on_exit = True
-            connection.close()
-        else:
-            connection.close_if_unusable_or_obsolete()
+        try:
+            if connection.in_atomic_block or (
+                connection.connection is not None and not connection.autocommit
+            ):
+                left_open.append(connection.alias)
+                _discard(connection)
+            else:
+                connection.close_if_unusable_or_obsolete()
+        except DATABASE_ERRORS:
+            logger.debug("Discarding connection %r after an error", connection.alias, exc_info=True)
+            _discard(connection)
     return left_open
+
+
+def _discard(connection: BaseDatabaseWrapper) -> None:
+    """Close ``connection`` and forget any transaction state a job left on it."""
+    connection.in_atomic_block = False
+    connection.savepoint_ids = []
+    connection.atomic_blocks = []
+    connection.needs_rollback = False
+    connection.commit_on_exit = True
+    connection.closed_in_transaction = False
+    try:
+        connection.close()
+    except DATABASE_ERRORS:
+        connection.connection = None
 
 
 class AttemptConnections(Protocol):
@@ -176,7 +197,7 @@ class WorkerConnections:
     left in a transaction (:func:`end_connections`)."""
 
     def before(self) -> None:
-        close_old_connections()
+        end_connections()  # Django's close_old_connections(), which must not raise here either
 
     def after(self, *, failed: bool) -> list[str]:
         return end_connections()

@@ -229,3 +229,16 @@ def countdown(n: int) -> int:
     if n > 0:
         countdown.enqueue(n - 1)
     return n
+
+
+@job(max_attempts=10)
+def db_record(path: str, value: str, sleep: float = 0.0) -> str:
+    """``record`` after a query on Django's connection (so it fails while the database is
+    away: the worker's executor threads meet Django's wrapped database errors)."""
+    from django.db import connection
+
+    if sleep:
+        time.sleep(sleep)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return record(path, value)

@@ -1,0 +1,213 @@
+"""The database going away under real ``run_jobs`` workers, on a private cluster.
+
+Each test runs real worker subprocesses against the session's private cluster
+(tests/private_cluster.py) and then stops, restarts, crashes or saturates that server, or
+terminates the workers' connections. Every time: the worker logs, backs off, reconnects when the
+server is back, writes the outcomes it kept through the outage, and carries on; every healthy
+job enqueued before and after the fault runs exactly once, and nothing is left ``running``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.private_cluster import ClusterQueue, PrivateCluster, sleep_through, wait_for_statuses
+from tests.testapp import jobs
+from tests.utils import output, start_worker, stop, wait_until
+
+# Heartbeats and polls often enough for a short test; the visibility timeout stays long, so
+# no job is reclaimed (and run twice) because of an outage of a few seconds.
+WORKER_ENV = {
+    "PGQUEUE_HEARTBEAT_INTERVAL": "0.5",
+    "PGQUEUE_POLL_INTERVAL": "0.5",
+    "PGQUEUE_VISIBILITY_TIMEOUT": "120",
+}
+
+
+def recorded(path: Path) -> Counter[str]:
+    """How many times each value was recorded (one line per run of a ``record`` job)."""
+    if not path.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in path.read_text().splitlines())
+
+
+def assert_no_worker_error(log: str) -> None:
+    """Nothing escaped to the worker's last-resort handlers: every fault was expected."""
+    for sign in ("Worker error around job", "Worker loop error", "crashed", " died "):
+        assert sign not in log, log
+
+
+def running_ids(queue: ClusterQueue) -> set[int]:
+    return {row[0] for row in queue.query("SELECT id FROM pgqueue_job WHERE status = 'running'")}
+
+
+def fault(cluster: PrivateCluster, kind: str) -> None:
+    """Take the server away (and back) the way ``kind`` says."""
+    if kind == "stop":
+        cluster.stop("fast")
+        sleep_through(3)
+        cluster.start()
+    elif kind == "restart":
+        cluster.restart()
+    elif kind == "crash":
+        cluster.crash()
+        sleep_through(3)
+        cluster.start()  # crash recovery replays the WAL
+    else:
+        raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["stop", "restart", "crash"])
+def test_the_worker_lives_through_the_server_going_away(
+    kind, private_cluster, cluster_queue, tmp_path
+):
+    out = tmp_path / "out"
+    queue = cluster_queue
+    proc = start_worker("--threads", "4", env=private_cluster.env(**WORKER_ENV))
+    try:
+        queue.enqueue_many(jobs.record, [(str(out), f"before-{i}") for i in range(10)])
+        wait_for_statuses(queue, Counter({"completed": 10}))
+        # Jobs still running when the server goes away: their outcomes wait in the worker.
+        # The db_record ones query through Django's connection after their sleep, in the
+        # outage: Django's OperationalError in an executor thread fails that attempt only.
+        queue.enqueue_many(jobs.record, [(str(out), f"across-{i}", 2.0) for i in range(2)])
+        queue.enqueue_many(jobs.db_record, [(str(out), "across-db", 1.0)])
+        wait_until(lambda: len(running_ids(queue)) == 3)
+        fault(private_cluster, kind)
+        queue.enqueue_many(jobs.record, [(str(out), f"after-{i}") for i in range(5)])
+        queue.enqueue_many(jobs.db_record, [(str(out), f"after-db-{i}") for i in range(5)])
+        wait_for_statuses(queue, Counter({"completed": 23}))
+        assert proc.poll() is None, "the worker exited"
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert "Queue database unreachable" in log, log
+    assert "queue database back after" in log, log
+    expected = [f"before-{i}" for i in range(10)] + [f"after-{i}" for i in range(5)]
+    expected += [f"after-db-{i}" for i in range(5)] + ["across-0", "across-1", "across-db"]
+    assert recorded(out) == Counter(expected), "every job ran exactly once"
+    assert not running_ids(queue)
+
+
+def test_a_burst_worker_waits_out_a_stopped_server_and_exits_by_itself(
+    private_cluster, cluster_queue, tmp_path
+):
+    out = tmp_path / "out"
+    queue = cluster_queue
+    queue.enqueue_many(jobs.record, [(str(out), f"job-{i}", 0.3) for i in range(20)])
+    proc = start_worker("--burst", "--threads", "2", env=private_cluster.env(**WORKER_ENV))
+    try:
+        wait_until(lambda: recorded(out).total() >= 4)
+        fault(private_cluster, "stop")
+        proc.wait(timeout=180)
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert "Queue database unreachable" in log, log
+    assert queue.statuses() == Counter({"completed": 20})
+    assert recorded(out) == Counter(f"job-{i}" for i in range(20))
+
+
+def test_a_worker_started_while_the_server_is_down_waits_for_it(
+    private_cluster, cluster_queue, tmp_path
+):
+    out = tmp_path / "out"
+    queue = cluster_queue
+    queue.enqueue_many(jobs.record, [(str(out), f"early-{i}") for i in range(5)])
+    private_cluster.stop("fast")
+    proc = start_worker("--threads", "2", env=private_cluster.env(**WORKER_ENV))
+    try:
+        wait_until(lambda: "Queue database unreachable" in output(proc), timeout=120)
+        sleep_through(2)
+        assert proc.poll() is None, output(proc)
+        private_cluster.start()
+        queue.enqueue_many(jobs.db_record, [(str(out), f"late-{i}") for i in range(5)])
+        wait_for_statuses(queue, Counter({"completed": 10}))
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert recorded(out) == Counter(
+        [f"early-{i}" for i in range(5)] + [f"late-{i}" for i in range(5)]
+    )
+
+
+def _fill(cluster: PrivateCluster, held: list[psycopg.Connection]) -> bool:
+    """Open connections until the server refuses one; True if it said "too many clients"."""
+    while True:
+        try:
+            held.append(cluster.connect())
+        except psycopg.OperationalError as exc:
+            return "too many clients" in str(exc)
+
+
+def test_the_worker_waits_out_a_full_connection_table(private_cluster, cluster_queue, tmp_path):
+    out = tmp_path / "out"
+    proc = start_worker("--threads", "2", env=private_cluster.env(**WORKER_ENV))
+    held: list[psycopg.Connection] = []
+    try:
+        cluster_queue.enqueue_many(jobs.record, [(str(out), f"before-{i}") for i in range(5)])
+        wait_for_statuses(cluster_queue, Counter({"completed": 5}))
+        # Take every slot, then cut the worker's connections: its reconnects find none free.
+        # (Terminated backends free their slots a moment later: keep taking them.)
+        assert _fill(private_cluster, held)
+        queue = ClusterQueue(private_cluster, pinned=held[0])
+
+        def worker_refused() -> bool:
+            if "too many clients" in output(proc):
+                return True
+            queue.terminate_workers()
+            _fill(private_cluster, held)
+            return False
+
+        wait_until(worker_refused, timeout=120, interval=0.2)
+        queue.enqueue_many(jobs.record, [(str(out), f"during-{i}") for i in range(5)])
+        sleep_through(2)
+        assert proc.poll() is None, output(proc)
+        assert queue.statuses()["completed"] == 5
+    finally:
+        for conn in held:
+            conn.close()
+    try:
+        cluster_queue.enqueue_many(jobs.record, [(str(out), f"after-{i}") for i in range(5)])
+        wait_for_statuses(cluster_queue, Counter({"completed": 15}))
+        assert proc.poll() is None
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert "queue database back after" in log, log
+    names = [f"{stage}-{i}" for stage in ("before", "during", "after") for i in range(5)]
+    assert recorded(out) == Counter(names)
+    assert not running_ids(cluster_queue)
+
+
+def test_terminating_every_worker_connection_loses_and_repeats_nothing(
+    private_cluster, cluster_queue, tmp_path
+):
+    out = tmp_path / "out"
+    queue = cluster_queue
+    proc = start_worker("--processes", "2", "--threads", "2", env=private_cluster.env(**WORKER_ENV))
+    try:
+        queue.enqueue_many(jobs.db_record, [(str(out), f"db-{i}", 0.05) for i in range(60)])
+        queue.enqueue_many(jobs.record, [(str(out), f"plain-{i}", 0.05) for i in range(60)])
+        for _ in range(5):
+            # Loops, listeners, executors' Django connections, the supervisor's: all of them.
+            wait_until(lambda: queue.terminate_workers() > 0, timeout=60, interval=0.1)
+            sleep_through(0.5)
+        wait_for_statuses(queue, Counter({"completed": 120}))
+        assert proc.poll() is None, "the worker exited"
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert "Queue database unreachable" in log or "Listener lost its connection" in log
+    names = [f"{kind}-{i}" for kind in ("db", "plain") for i in range(60)]
+    assert recorded(out) == Counter(names)
+    assert not running_ids(queue)
