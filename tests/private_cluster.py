@@ -33,6 +33,8 @@ from tests.utils import ROOT, manage, wait_until, worker_env
 DATABASE = "pgqueue_faults"
 # Low enough for a test to fill every slot ("too many clients"), high enough for the workers.
 MAX_CONNECTIONS = 30
+#: The application_name of the test process's own connections.
+TEST_APPLICATION = "test process"
 
 
 def free_port() -> int:
@@ -70,7 +72,14 @@ class PrivateCluster:
         return f"host=127.0.0.1 port={self.port} user={pgdb.PRIVATE_USER} dbname={name}"
 
     def connect(self, name: str = DATABASE, **kwargs: Any) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.conninfo(name), autocommit=True, connect_timeout=5, **kwargs)
+        """A connection of the test process (named so, and never terminated by a test)."""
+        return psycopg.connect(
+            self.conninfo(name),
+            autocommit=True,
+            connect_timeout=5,
+            application_name=TEST_APPLICATION,
+            **kwargs,
+        )
 
     # ----- the faults ------------------------------------------------------------------------
 
@@ -200,8 +209,9 @@ class ClusterQueue:
         """``pg_terminate_backend`` every worker connection (loop, listener, supervisor, jobs)."""
         rows = self.query(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
-            "AND datname = current_database()"
+            "WHERE backend_type = 'client backend' AND application_name <> %s "
+            "AND datname = current_database()",
+            [TEST_APPLICATION],
         )
         return int(rows[0][0])
 
