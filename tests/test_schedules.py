@@ -323,3 +323,35 @@ def test_migrate_syncs_the_code_schedules(monkeypatch):
     monkeypatch.setattr(sync_module, "declared", lambda: [DECLARED])
     sync_schedules_after_migrate(using="default")
     assert Schedule.objects.get().name == RECORD
+
+
+# ----- pgqueue_status ------------------------------------------------------------------------
+
+
+def test_pgqueue_status_shows_the_schedules_as_a_table_and_json():
+    import json
+
+    make("nightly", cron="0 3 * * *", timezone="Europe/Paris")
+    make("paused", every=60)
+    Schedule.objects.filter(name="paused").disable()
+    make("orphan", every=60)
+    Schedule.objects.filter(name="orphan").update(job="tests.testapp.jobs.gone")
+    out = StringIO()
+    call_command("pgqueue_status", stdout=out)
+    table = out.getvalue()
+    assert "SCHEDULE" in table and "NEXT RUN" in table and "BROKEN" in table
+    line = next(line for line in table.splitlines() if line.startswith("nightly"))
+    assert "At 03:00 every day (Europe/Paris)" in line and " yes " in line and " UTC " in line
+    paused = next(line for line in table.splitlines() if line.startswith("paused"))
+    assert "Every minute" in paused and "  no  " in paused and "UTC" not in paused
+    assert "not registered" in next(
+        line for line in table.splitlines() if line.startswith("orphan")
+    )
+    assert "1 enabled schedule(s) broken" in table
+    out = StringIO()
+    call_command("pgqueue_status", "--json", stdout=out)
+    schedules = {s["name"]: s for s in json.loads(out.getvalue())["schedules"]}
+    assert schedules["nightly"]["enabled"] is True and schedules["nightly"]["next_run_at"]
+    assert schedules["paused"]["next_run_at"] is None
+    assert "not registered" in schedules["orphan"]["broken"]
+    assert schedules["nightly"]["source"] == "admin"

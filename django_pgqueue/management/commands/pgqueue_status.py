@@ -1,4 +1,5 @@
-"""``manage.py pgqueue_status``: the admin dashboard's per-queue numbers, as a table or JSON.
+"""``manage.py pgqueue_status``: the admin dashboard's per-queue numbers and the periodic
+schedules, as tables or JSON.
 
 Queue names come from rows and are printed with their control characters escaped.
 """
@@ -14,6 +15,7 @@ from django_pgqueue import stats
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable, printable_json
 from django_pgqueue.rules import WORKER_OPTIONS
+from django_pgqueue.stats.schedules import ScheduleStatus, schedule_report
 
 COLUMNS = (
     ("queue", "QUEUE"),
@@ -75,8 +77,53 @@ def render_table(report: stats.QueueReport) -> str:
     return "\n".join(lines)
 
 
+SCHEDULE_COLUMNS = (
+    ("name", "SCHEDULE"),
+    ("job", "JOB"),
+    ("when", "WHEN"),
+    ("enabled", "ENABLED"),
+    ("next", "NEXT RUN"),
+    ("last", "LAST RUN"),
+    ("source", "SOURCE"),
+    ("broken", "BROKEN"),
+)
+
+
+def _moment(value: Any) -> str:
+    return "-" if value is None else f"{value:%Y-%m-%d %H:%M:%S %Z}"
+
+
+def render_schedules(schedules: list[ScheduleStatus]) -> str:
+    """The schedules as a table (times in UTC)."""
+    rows = [
+        {
+            "name": printable(s.name),
+            "job": printable(s.job),
+            "when": s.when,
+            "enabled": "yes" if s.enabled else "no",
+            "next": _moment(s.next_run_at) if s.enabled else "-",
+            "last": _moment(s.last_run_at),
+            "source": s.source,
+            "broken": printable(s.broken or ""),
+        }
+        for s in schedules
+    ]
+    widths = {n: max(len(t), *(len(r[n]) for r in rows)) for n, t in SCHEDULE_COLUMNS}
+    lines = [
+        "  ".join(cells[n].ljust(widths[n]) for n, _ in SCHEDULE_COLUMNS).rstrip()
+        for cells in [dict(SCHEDULE_COLUMNS), *rows]
+    ]
+    broken = sum(1 for s in schedules if s.broken and s.enabled)
+    if broken:
+        lines.append(f"{broken} enabled schedule(s) broken: see manage.py check --database.")
+    return "\n".join(lines)
+
+
 class Command(BaseCommand):
-    help = "Per-queue job counts, queue latency, throughput and workers (as on the dashboard)."
+    help = (
+        "Per-queue job counts, queue latency, throughput and workers (as on the dashboard), "
+        "and the periodic schedules."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
@@ -94,7 +141,12 @@ class Command(BaseCommand):
         if options["queues"]:
             wanted = set(options["queues"])
             report.queues = [q for q in report.queues if q.queue in wanted]
+        schedules = schedule_report()
         if options["json"]:
-            self.stdout.write(printable_json(report.as_dict(), indent=2))
+            data = {**report.as_dict(), "schedules": [s.as_dict() for s in schedules]}
+            self.stdout.write(printable_json(data, indent=2))
         else:
-            self.stdout.write(render_table(report))
+            table = render_table(report)
+            if schedules:
+                table += "\n\n" + render_schedules(schedules)
+            self.stdout.write(table)
