@@ -217,7 +217,7 @@ def run_as_user() -> str | None:
     )
 
 
-def _as_user(user: str | None, argv: list[str]) -> list[str]:
+def as_user(user: str | None, argv: list[str]) -> list[str]:
     if user is None:
         return argv
     if shutil.which("runuser"):
@@ -232,7 +232,7 @@ def _shell_quote(arg: str) -> str:
 def _user_can_use(user: str | None, directory: Path) -> bool:
     if user is None:
         return True
-    probe = _as_user(user, ["test", "-x", str(directory)])
+    probe = as_user(user, ["test", "-x", str(directory)])
     return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
@@ -281,7 +281,7 @@ class Cluster:
         if not pg_ctl:
             raise Problem(INSTALL_HELP)
         return subprocess.run(
-            _as_user(self.user, [pg_ctl, "-D", str(self.data), *args]),
+            as_user(self.user, [pg_ctl, "-D", str(self.data), *args]),
             capture_output=True,
             text=True,
             check=False,
@@ -333,7 +333,7 @@ def init_cluster(cluster: Cluster) -> None:
         + (f" (as user {run_user!r}: PostgreSQL does not run as root)" if run_user else "")
     )
     result = subprocess.run(
-        _as_user(
+        as_user(
             run_user,
             [
                 initdb,

@@ -41,3 +41,16 @@ def cluster_queue(private_cluster):
     queue = ClusterQueue(private_cluster)
     queue.reset()
     return queue
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup):
+    """A real PgBouncer in transaction mode in front of the test server (tests/pgbouncer.py)."""
+    from tests.pgbouncer import PgBouncer
+
+    bouncer = PgBouncer(connections["default"].settings_dict)
+    try:
+        bouncer.start()
+        yield bouncer
+    finally:
+        bouncer.stop()

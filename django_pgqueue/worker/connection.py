@@ -31,6 +31,17 @@ PREPARED_STATEMENT_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+def behind_a_pooler(conn: psycopg.Connection[Any]) -> bool:
+    """True if ``conn`` reaches PostgreSQL through a pooler (PgBouncer, Pgpool, a cloud proxy).
+
+    A server announces its backend's pid when a session starts; a pooler announces one of its
+    own (it answers the startup itself), so the pid the session reports differs. One round trip,
+    made once per connection, only while prepared statements are on.
+    """
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    return row is not None and row[0] != conn.info.backend_pid
+
+
 class QueueConnection:
     """A lazily (re)opened autocommit connection to the queue database.
 
@@ -69,6 +80,15 @@ class QueueConnection:
         }
         wrapper.ensure_connection()
         wrapper.connection.autocommit = True
+        if self.prepare and behind_a_pooler(wrapper.connection):
+            self.prepare = False
+            logger.warning(
+                "%s: connected through a connection pooler; prepared statements off (in "
+                "transaction mode a pooler may run a statement on a server connection where "
+                "it was never prepared, or where another client prepared another under the "
+                "same name). Set PGQUEUE_PREPARED_STATEMENTS = False to skip this check.",
+                self.application_name,
+            )
         # Django turns psycopg's automatic prepared statements off; the worker repeats the
         # same few statements thousands of times: prepare each from its second execution, so
         # the claim is planned once per connection instead of on every call.
