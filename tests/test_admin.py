@@ -137,17 +137,17 @@ def test_changelist_shows_the_columns_with_a_coloured_status_and_short_error(adm
     assert "RuntimeError: the mail server said no" in html  # the last line of the traceback
     assert "Traceback (most recent call last)" not in html  # ... and only that line
     headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', html)
+    # The last error is under the job's name (tests/test_admin_presentation.py).
     assert headers == [
         "id",
         "name_column",
-        "queue",
         "status_column",
-        "priority",
+        "queue",
         "attempts_column",
+        "priority",
         "run_after_column",
         "created_column",
         "finished_column",
-        "error_column",
     ]
     assert "django_pgqueue/admin.css" in html
     assert "2 jobs" in html

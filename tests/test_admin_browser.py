@@ -156,9 +156,11 @@ def some_history() -> None:
     )
 
 
-def shot(page: Page, tmp_path: Path, name: str) -> Path:
-    path = tmp_path / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+def shot(page: Page, tmp_path: Path, name: str, full_page: bool = True) -> Path:
+    # PGQUEUE_SCREENSHOTS=/some/dir keeps them for a person to look at.
+    path = Path(os.environ.get("PGQUEUE_SCREENSHOTS") or tmp_path) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=full_page)
     assert path.stat().st_size > 10_000
     return path
 
@@ -293,3 +295,82 @@ def test_job_page_shows_the_traceback_and_retries(page, live_server, operator, t
     expect(page.locator("ul.messagelist li.success")).to_contain_text("Retried 1 job")
     expect(page.locator(".pgqueue-status")).to_have_text("Pending")
     shot(page, tmp_path, "9-job-after-retry")
+
+
+WEBHOOK_ERROR = (
+    "ConnectionError: POST https://hooks.coffee-corner.invalid/orders (order.created): "
+    "could not resolve host 'hooks.coffee-corner.invalid'"
+)
+
+
+def fully_shown(page: Page, selector: str) -> None:
+    """``selector`` is in the viewport and not clipped by the list's scrolling container."""
+    element = page.locator(selector)
+    expect(element).to_be_visible()
+    expect(element).to_be_in_viewport(ratio=1)
+    box = element.bounding_box()
+    results = page.locator("#changelist .results").bounding_box()
+    assert box and results
+    assert results["x"] <= box["x"] and box["x"] + box["width"] <= results["x"] + results["width"]
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_error_reads_at_a_laptops_width_and_wider(page, live_server, operator, tmp_path, width):
+    """With Django's navigation sidebar and the filters open, the list keeps the error in view;
+    a completed job keeps its earlier failures quiet; scheduled jobs have their own badge."""
+    some_history()
+    traceback = f"Traceback (most recent call last):\n  ...\n{WEBHOOK_ERROR}"
+    dead = dead_job("webhooks", name="shop.jobs.deliver_webhook", last_error=traceback)
+    now = timezone.now()
+    recovered = Job.objects.create(
+        name="shop.jobs.sync_inventory",
+        status="completed",
+        attempts=3,
+        started_at=now,
+        finished_at=now,
+        result=42,
+        last_error="Traceback...\nSupplierTimeout: timed out",
+        errors=[
+            {
+                "attempt": n,
+                "worker_id": "web-1:4242:ab12",
+                "exception_class": "shop.jobs.SupplierTimeout",
+                "traceback": "Traceback...\nSupplierTimeout: timed out",
+                "at": now.isoformat(),
+            }
+            for n in (1, 2)
+        ],
+    )
+    page.set_viewport_size({"width": width, "height": 900})
+    changelist = reverse("admin:django_pgqueue_job_changelist")
+    log_in(page, live_server, changelist)
+    expect(page.locator("#nav-sidebar")).to_be_visible()
+    expect(page.locator("#changelist-filter")).to_be_visible()
+
+    dead_row = f'#result_list tr:has(input[value="{dead.pk}"])'
+    expect(page.locator(f"{dead_row} .pgqueue-error")).to_have_text(WEBHOOK_ERROR)
+    fully_shown(page, f"{dead_row} .pgqueue-error")
+    fully_shown(page, f"{dead_row} .pgqueue-status-dead")
+    done_row = f'#result_list tr:has(input[value="{recovered.pk}"])'
+    expect(page.locator(f"{done_row} .pgqueue-error")).to_have_count(0)
+    expect(page.locator(f"{done_row} .pgqueue-error-note")).to_have_text(
+        "completed after 2 failed attempts"
+    )
+    expect(page.locator("#result_list .pgqueue-status-scheduled")).to_have_text("Scheduled")
+    shot(page, tmp_path, f"11-changelist-{width}", full_page=False)  # what a person sees
+
+    page.goto(f"{live_server.url}{reverse('admin:django_pgqueue_job_change', args=[dead.pk])}")
+    expect(page.locator(".field-last_error_column .pgqueue-traceback")).to_contain_text(
+        WEBHOOK_ERROR
+    )
+    expect(page.locator(".field-last_error_column .pgqueue-traceback")).to_be_in_viewport()
+    shot(page, tmp_path, f"12-dead-job-{width}")
+
+    page.goto(f"{live_server.url}{reverse('admin:django_pgqueue_job_change', args=[recovered.pk])}")
+    expect(page.get_by_text("Last error")).to_have_count(0)
+    history = page.locator("summary", has_text="Failed attempts before it completed (2)")
+    expect(history).to_be_visible()
+    expect(page.get_by_text("SupplierTimeout: timed out").first).to_be_hidden()  # collapsed
+    history.click()
+    expect(page.locator(".pgqueue-attempt summary").first).to_contain_text("UTC on web-1:4242")
+    shot(page, tmp_path, f"13-completed-job-{width}")

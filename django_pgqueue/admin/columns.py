@@ -7,27 +7,33 @@ from typing import Any
 
 from django.contrib import admin
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.text import format_lazy
 
 from django_pgqueue.admin.formatting import (
     compact_duration,
-    exact_local_time,
+    exact_time,
+    job_status_badge,
     local_time,
     pretty_json,
-    status_badge,
+    zone_name,
 )
 from django_pgqueue.models import Job
 from django_pgqueue.states import JobStatus
 
-#: Characters of the last error shown in the changelist.
-SHORT_ERROR = 80
+#: Characters of the last error shown in the changelist (it wraps under the job's name).
+SHORT_ERROR = 160
 
 
 def _local_time_column(field: str, description: str) -> Callable[[Any, Job], SafeString | str]:
-    """A list column: the local time, compact (the full time on hover), sortable."""
+    """A list column: the local time, compact (the full time on hover), sortable; the header
+    names the zone."""
 
-    @admin.display(description=description, ordering=field)
+    @admin.display(
+        description=format_lazy("{} ({})", description, lazy(zone_name, str)()), ordering=field
+    )
     def column(self: Any, obj: Job) -> SafeString | str:
         return local_time(getattr(obj, field), timezone.localdate())
 
@@ -39,7 +45,7 @@ def _exact_time_field(field: str, label: str) -> Callable[[Any, Job], str]:
 
     @admin.display(description=label)
     def show(self: Any, obj: Job) -> str:
-        return exact_local_time(getattr(obj, field))
+        return exact_time(getattr(obj, field))
 
     return show
 
@@ -47,16 +53,37 @@ def _exact_time_field(field: str, label: str) -> Callable[[Any, Job], str]:
 class JobColumns:
     """The display methods named in ``JobAdmin.list_display`` and ``readonly_fields``."""
 
-    @admin.display(description="name", ordering="name")
+    @admin.display(description="job (last error)", ordering="name")
     def name_column(self, obj: Job) -> SafeString:
-        # Let long dotted names wrap after the module, the function name in bold.
+        # Long dotted names wrap after the module, the function name in bold; under it, the
+        # last error, so it shows however narrow the window (the other columns may scroll).
         module, dot, function = obj.name.rpartition(".")
         return format_html(
-            '<span class="pgqueue-module">{}{}</span><wbr><strong>{}</strong>',
+            '<span class="pgqueue-module">{}{}</span><wbr><strong>{}</strong>{}',
             module,
             dot,
             function,
+            self.error_line(obj),
         )
+
+    @staticmethod
+    def error_line(obj: Job) -> SafeString | str:
+        """The last line of the last error, red while it matters (dead, retrying, running
+        again); for a job that completed after failures, a quiet count of them."""
+        lines = [line for line in (obj.last_error or "").strip().splitlines() if line.strip()]
+        if not lines:
+            return ""
+        if obj.status == JobStatus.COMPLETED:
+            failed = len(obj.errors or []) or 1
+            return format_html(
+                '<div class="pgqueue-error-note">completed after {} failed attempt{}</div>',
+                failed,
+                "" if failed == 1 else "s",
+            )
+        last = lines[-1].strip()
+        short = last if len(last) <= SHORT_ERROR else last[: SHORT_ERROR - 1] + "…"
+        css = "pgqueue-error-note" if obj.status == JobStatus.CANCELLED else "pgqueue-error"
+        return format_html('<div class="{}">{}</div>', css, short)
 
     run_after_column = _local_time_column("run_after", "run after")
     created_column = _local_time_column("created_at", "created")
@@ -73,20 +100,11 @@ class JobColumns:
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Job) -> SafeString:
-        return status_badge(obj.status)
+        return job_status_badge(obj.status, obj.attempts, obj.run_after)
 
     @admin.display(description="attempts")
     def attempts_column(self, obj: Job) -> str:
         return f"{obj.attempts}/{obj.max_attempts}"
-
-    @admin.display(description="error")
-    def error_column(self, obj: Job) -> SafeString | str:
-        lines = [line for line in obj.last_error.strip().splitlines() if line.strip()]
-        if not lines:
-            return ""
-        last = lines[-1].strip()
-        short = last if len(last) <= SHORT_ERROR else last[: SHORT_ERROR - 1] + "…"
-        return format_html('<span class="pgqueue-error">{}</span>', short)
 
     @admin.display(description="progress")
     def progress_column(self, obj: Job) -> SafeString | str:
@@ -137,7 +155,7 @@ class JobColumns:
             return "-"
         return format_html('<pre class="pgqueue-pre pgqueue-traceback">{}</pre>', obj.last_error)
 
-    @admin.display(description="attempts that failed")
+    @admin.display(description="failed attempts, newest first")
     def errors_column(self, obj: Job) -> SafeString | str:
         entries = [e for e in (obj.errors or []) if isinstance(e, dict)]
         if not entries:
@@ -149,7 +167,7 @@ class JobColumns:
             (
                 (
                     e.get("attempt", "?"),
-                    e.get("at", "?"),
+                    exact_time(str(e.get("at") or "")),
                     e.get("worker_id", "?"),
                     e.get("exception_class", "?"),
                     e.get("traceback", ""),

@@ -24,20 +24,22 @@ from django_pgqueue.admin.queues import QueueControls
 from django_pgqueue.admin.schedule import ScheduleFilter
 from django_pgqueue.admin.search import search_jobs
 from django_pgqueue.models import Job
+from django_pgqueue.states import JobStatus
 
 
 class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
+    # What matters first, so it shows at a laptop's width with both sidebars open: the job with
+    # its last error under its name, then its status; the times may scroll.
     list_display = (
         "id",
         "name_column",
-        "queue",
         "status_column",
-        "priority",
+        "queue",
         "attempts_column",
+        "priority",
         "run_after_column",
         "created_column",
         "finished_column",
-        "error_column",
     )
     list_display_links = ("id", "name_column")
     list_filter = (
@@ -85,6 +87,34 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     )
     # Everything is read-only: no job column is ever edited by hand.
     readonly_fields = tuple(flatten_fieldsets(fieldsets))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        """The last error in red while it matters (dead, retrying, running again, cancelled
+        after a failure); a job that completed shows its earlier failures only as a collapsed
+        history. The history is always collapsed; progress shows once a job reported some, the
+        result once it completed."""
+        if obj is None:
+            return self.fieldsets
+        failed = len(obj.errors or [])
+        fieldsets = []
+        for title, options in self.fieldsets:
+            if title == "Last error" and (not obj.last_error or obj.status == JobStatus.COMPLETED):
+                continue
+            if title == "Progress" and obj.progress is None and not obj.cancel_requested_at:
+                continue
+            if title == "Result" and obj.status != JobStatus.COMPLETED:
+                continue
+            if title == "Error history":
+                if not failed:
+                    continue
+                title = (
+                    f"Failed attempts before it completed ({failed})"
+                    if obj.status == JobStatus.COMPLETED
+                    else f"Failed attempts ({failed})"
+                )
+                options = {**options, "classes": ("collapse",)}
+            fieldsets.append((title, options))
+        return fieldsets
 
     class Media:
         css = {"all": ("django_pgqueue/admin.css",)}
