@@ -46,7 +46,9 @@ def test_a_periodic_task_added_to_a_worker_runs_while_it_serves_jobs():
         wait_for(lambda: len(ticks) >= 4)
         wait_for(lambda: Job.objects.get(pk=created.pk).status == JobStatus.COMPLETED)
         # The default tasks are there too: the heartbeat registered the worker row.
-        assert [task.name for task in worker.housekeeping.tasks] == ["heartbeat", "prune", "tick"]
+        names = [task.name for task in worker.housekeeping.tasks]
+        assert names[:2] == ["heartbeat", "prune"]
+        assert names[-1] == "tick"
         assert WorkerRow.objects.filter(worker_id="parts:1").exists()
     finally:
         worker.stop()
