@@ -103,7 +103,7 @@ def test_a_schedule_made_in_the_admin_for_a_registered_job(admin_client):
         ({"cron": "0 3 * * *", "every": "60"}, "not both"),
         ({"timezone": "Mars/Olympus"}, "unknown time zone"),
         ({"job": "not.a.job"}, "Select a valid choice"),
-        ({"priority": "500"}, "100"),
+        ({"priority": "500"}, "less than or equal to 100"),
     ],
 )
 def test_the_add_form_refuses_what_an_enqueue_would(admin_client, changes, message):

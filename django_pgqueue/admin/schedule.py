@@ -107,14 +107,12 @@ class ScheduleAdmin(_ModelAdmin):
     form = ScheduleForm
     list_display = (
         "name",
-        "job",
+        "job_column",
         "timing_column",
         "enabled",
         "next_run_column",
         "last_run_column",
-        "source_column",
-        "broken_column",
-        "jobs_column",
+        "status_column",
     )
     list_display_links = ("name",)
     list_editable = ("enabled",)
@@ -182,6 +180,10 @@ class ScheduleAdmin(_ModelAdmin):
 
     # ----- columns --------------------------------------------------------------------------
 
+    @admin.display(description="job", ordering="job")
+    def job_column(self, obj: Schedule) -> str:
+        return format_html('{}<br><a href="{}">jobs it made</a>', obj.job, jobs_url(obj.name))
+
     @admin.display(description="when")
     def timing_column(self, obj: Schedule) -> str:
         return obj.describe()
@@ -207,9 +209,21 @@ class ScheduleAdmin(_ModelAdmin):
             return f"code (edited: differs from code in {', '.join(differences)})"
         return "code"
 
+    @admin.display(description="status")
+    def status_column(self, obj: Schedule) -> str:
+        """Where it comes from, and why it is broken if it is."""
+        problem = obj.problem()
+        if problem:
+            return format_html(
+                '{}<br><strong class="pgqueue-broken">Broken: {}</strong>',
+                self.source_column(obj),
+                problem,
+            )
+        return self.source_column(obj)
+
     @admin.display(description="broken")
     def broken_column(self, obj: Schedule) -> str:
-        return obj.problem() or ""
+        return obj.problem() or "no"
 
     @admin.display(description="jobs")
     def jobs_column(self, obj: Schedule) -> str:
@@ -272,7 +286,9 @@ class ScheduleAdmin(_ModelAdmin):
                 messages.WARNING,
             )
         else:
-            self.message_user(request, f"{schedule.name}: enqueued job #{job.pk}.")
+            self.message_user(
+                request, f"{schedule.name}: enqueued job #{job.pk}.", messages.SUCCESS
+            )
 
     def get_urls(self) -> list[URLPattern]:
         info = f"{self.opts.app_label}_{self.opts.model_name}"
@@ -295,7 +311,9 @@ class ScheduleAdmin(_ModelAdmin):
         elif operation == "reset-to-code" and schedule.code_values is not None:
             schedule.apply_code()
             schedule.save()
-            self.message_user(request, f"{schedule.name}: reset to the code's values.")
+            self.message_user(
+                request, f"{schedule.name}: reset to the code's values.", messages.SUCCESS
+            )
         else:
             raise Http404(f"No operation {operation!r}.")
         return HttpResponseRedirect(

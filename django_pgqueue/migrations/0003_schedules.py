@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import django.core.validators
 import django.utils.timezone
 from django.db import migrations, models
 
@@ -83,6 +84,10 @@ class Migration(migrations.Migration):
                         blank=True,
                         help_text="From -100 to 100; empty: the job's own priority.",
                         null=True,
+                        validators=[
+                            django.core.validators.MinValueValidator(-100),
+                            django.core.validators.MaxValueValidator(100),
+                        ],
                     ),
                 ),
                 (

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone as django_timezone
@@ -92,7 +93,10 @@ class Schedule(models.Model):
         max_length=100, null=True, blank=True, help_text="Empty: the job's own queue."
     )
     priority = models.SmallIntegerField(
-        null=True, blank=True, help_text="From -100 to 100; empty: the job's own priority."
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)],
+        help_text="From -100 to 100; empty: the job's own priority.",
     )
     catch_up = models.BooleanField(
         default=False,
