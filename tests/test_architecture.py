@@ -75,7 +75,11 @@ def test_the_runtime_does_not_import_the_benchmark():
         for name in modules()
         if not name.startswith("django_pgqueue.bench")
         and not name.startswith("django_pgqueue.migrations")
-        and name != "django_pgqueue.management.commands.pgqueue_bench"
+        and name
+        not in (
+            "django_pgqueue.management.commands.pgqueue_bench",
+            "django_pgqueue.management.commands.pgqueue_chaos",
+        )
     ]
     code = (
         "import sys, django\n"

@@ -9,15 +9,18 @@ job enqueued before and after the fault runs exactly once, and nothing is left `
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from scripts import pgdb
 from tests.private_cluster import ClusterQueue, PrivateCluster, sleep_through, wait_for_statuses
 from tests.testapp import jobs
-from tests.utils import output, start_worker, stop, wait_until
+from tests.utils import ROOT, manage, output, start_worker, stop, wait_until
 
 # Heartbeats and polls often enough for a short test; the visibility timeout stays long, so
 # no job is reclaimed (and run twice) because of an outage of a few seconds.
@@ -213,3 +216,65 @@ def test_terminating_every_worker_connection_loses_and_repeats_nothing(
     names = [f"{kind}-{i}" for kind in ("db", "plain") for i in range(60)]
     assert recorded(out) == Counter(names)
     assert not running_ids(queue)
+
+
+def test_pgqueue_chaos_loses_no_job_through_kills_terminations_and_a_restart(
+    private_cluster, cluster_queue
+):
+    result = subprocess.run(
+        manage(
+            "pgqueue_chaos",
+            "--rate",
+            "40",
+            "--job-ms",
+            "10",
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+            "--fault-interval",
+            "3",
+            "--drain-timeout",
+            "120",
+            "--allow-restart",
+            "--pgdata",
+            str(private_cluster.cluster.data),
+            "--pg-ctl",
+            pgdb.find_binary("pg_ctl"),
+            "--pg-log",
+            str(private_cluster.logfile),
+            "--json",
+        ),
+        env=private_cluster.env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [f["fault"] for f in report["faults"]] == ["sigkill", "terminate", "restart"]
+    assert all(f["recovery"] is not None for f in report["faults"]), result.stdout
+    assert report["lost"] == 0 and report["enqueued"] > 100, result.stdout
+    assert report["completed"] == report["rows"] >= report["enqueued"]
+    assert "jobs lost: 0" in result.stdout
+    # The scratch queue's rows are gone.
+    assert cluster_queue.statuses() == Counter()
+
+
+def test_pgqueue_chaos_restarts_only_the_server_it_was_told_about(private_cluster, tmp_path):
+    result = subprocess.run(
+        manage(
+            "pgqueue_chaos", "--allow-restart", "--pgdata", str(tmp_path), "--faults", "restart"
+        ),
+        env=private_cluster.env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"not from --pgdata {tmp_path}: refusing to restart it" in result.stderr
+    assert private_cluster.answers()

@@ -1,0 +1,135 @@
+"""``manage.py pgqueue_chaos``: a steady load through worker kills, terminated connections and
+a server restart; reports jobs lost (must be 0), duplicates and recovery times."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_pgqueue.bench import chaos
+from django_pgqueue.bench.results import BenchError
+from django_pgqueue.management.options import of
+from django_pgqueue.printable import printable
+from django_pgqueue.rules import BENCH_OPTIONS, WORKER_OPTIONS
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a steady load on the queue database (a scratch queue, deleted afterwards) through "
+        "a SIGKILL of a worker process, pg_terminate_backend of the workers' connections and, "
+        "with --allow-restart --pgdata DIR, a restart of the local server; report jobs lost, "
+        "duplicates and the recovery time after each fault. Exits 1 if a job was lost."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        d = chaos.ChaosOptions()
+        parser.add_argument(
+            "--rate", type=float, default=d.rate, help=f"Jobs per second (default: {d.rate:g})."
+        )
+        parser.add_argument(
+            "--job-ms",
+            type=float,
+            default=d.job_ms,
+            help=f"Each job sleeps this long (default: {d.job_ms:g} ms).",
+        )
+        parser.add_argument(
+            "--processes",
+            type=of(WORKER_OPTIONS["processes"]),
+            default=d.processes,
+            help=f"Worker processes (default: {d.processes}).",
+        )
+        parser.add_argument(
+            "--threads",
+            type=of(WORKER_OPTIONS["threads"]),
+            default=d.threads,
+            help=f"Threads per process (default: {d.threads}).",
+        )
+        parser.add_argument(
+            "--faults",
+            default=",".join(chaos.FAULTS),
+            help=f"Comma-separated, in order (default: {','.join(chaos.FAULTS)}; "
+            "restart only with --allow-restart).",
+        )
+        parser.add_argument(
+            "--fault-interval",
+            type=float,
+            default=d.fault_interval,
+            help=f"Seconds between faults (default: {d.fault_interval:g}).",
+        )
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=d.rounds,
+            help="Times through the fault list (default: 1).",
+        )
+        parser.add_argument(
+            "--drain-timeout",
+            type=of(BENCH_OPTIONS["drain_timeout"]),
+            default=d.drain_timeout,
+            help=f"Wait this long for the backlog at the end (default: {d.drain_timeout:g} s).",
+        )
+        parser.add_argument(
+            "--allow-restart",
+            action="store_true",
+            help="Allow restarting the server (it must be local and run from --pgdata).",
+        )
+        parser.add_argument(
+            "--pgdata",
+            type=Path,
+            default=None,
+            help="The server's data directory (checked against SHOW data_directory).",
+        )
+        parser.add_argument(
+            "--pg-ctl",
+            default="pg_ctl",
+            help="The pg_ctl to restart it with (default: pg_ctl on PATH).",
+        )
+        parser.add_argument(
+            "--pg-log", type=Path, default=None, help="pg_ctl -l: where the restarted server logs."
+        )
+        parser.add_argument("--json", action="store_true", help="End with one line of JSON.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        faults = tuple(f.strip() for f in options["faults"].split(",") if f.strip())
+        server = None
+        if options["allow_restart"]:
+            if options["pgdata"] is None:
+                raise CommandError(
+                    "--allow-restart needs --pgdata DIR (the server's data directory)"
+                )
+            server = chaos.ServerControl(options["pgdata"], options["pg_ctl"], options["pg_log"])
+        elif "restart" in faults:
+            if options["faults"] != ",".join(chaos.FAULTS):
+                raise CommandError("the restart fault needs --allow-restart and --pgdata")
+            faults = tuple(f for f in faults if f != "restart")
+        for name in ("rate", "job_ms", "fault_interval"):
+            if not options[name] > 0 or options[name] > 1e6:
+                raise CommandError(f"--{name.replace('_', '-')} must be a positive number")
+        if not 1 <= options["rounds"] <= 100:
+            raise CommandError("--rounds must be between 1 and 100")
+        try:
+            result = chaos.ChaosRun(
+                chaos.ChaosOptions(
+                    rate=options["rate"],
+                    job_ms=options["job_ms"],
+                    processes=options["processes"],
+                    threads=options["threads"],
+                    faults=faults,
+                    fault_interval=options["fault_interval"],
+                    rounds=options["rounds"],
+                    drain_timeout=options["drain_timeout"],
+                ),
+                server,
+            ).run()
+        except BenchError as exc:
+            raise CommandError(str(exc)) from None
+        for line in chaos.lines(result):
+            self.stdout.write(printable(line))
+        if options["json"]:
+            self.stdout.write(json.dumps(result.as_json(), default=str))
+        if result.lost:
+            sys.exit(1)
