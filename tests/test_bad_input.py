@@ -1,13 +1,16 @@
 """Bad input at the enqueue and configuration edges: a clear error before anything is written.
 
-The admin's and the commands' bad inputs are in ``test_bad_input_admin.py``.
+The admin's bad inputs are in ``test_bad_input_admin.py``, the commands' in
+``test_bad_input_commands.py``.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from datetime import timedelta
 
+import django
 import pytest
 from django.core.checks import run_checks
 from django.db import transaction
@@ -46,6 +49,43 @@ def test_unstorable_arguments_are_refused_before_any_sql(args, kwargs, message):
         assert Job.objects.count() == 0
         jobs.add.enqueue(1, 2)
     assert Job.objects.count() == 1
+
+
+@pytest.fixture
+def echo_task():
+    """``tests.taskapp.tasks.echo``, a django.tasks task on our backend (Django 6.0+)."""
+    if django.VERSION < (6, 0):
+        pytest.skip(f"django.tasks needs Django 6.0+ (this is {django.get_version()})")
+    from django_pgqueue.tasks import PgQueueTask
+    from tests.taskapp.config import TASKS
+
+    with override_settings(TASKS=TASKS):
+        module = importlib.import_module("tests.taskapp.tasks")
+        if not isinstance(module.echo, PgQueueTask):
+            module = importlib.reload(module)
+        yield module.echo
+
+
+TASK_UNSTORABLE = [
+    pytest.param(("a\x00b",), {}, r"argument 0 \(value\) holds a NUL", id="nul-in-arg"),
+    pytest.param(([{"k": "\x00"}],), {}, r"argument 0 \(value\) holds a NUL", id="nul-deep"),
+    pytest.param(({"a\x00": 1},), {}, r"argument 0 \(value\) holds a NUL", id="nul-in-key"),
+    pytest.param((), {"value": "a\x00"}, r"keyword argument 'value' holds a NUL", id="nul-kw"),
+    pytest.param(("\ud800",), {}, r"argument 0 \(value\) holds a lone surrogate", id="surrogate"),
+    pytest.param((float("nan"),), {}, r"argument 0 \(value\) of type float", id="nan"),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs", "message"), TASK_UNSTORABLE)
+def test_the_tasks_backend_refuses_unstorable_arguments_before_any_sql(
+    echo_task, args, kwargs, message
+):
+    with transaction.atomic():
+        with pytest.raises(InvalidJobArguments, match=message):
+            echo_task.enqueue(*args, **kwargs)
+        assert Job.objects.count() == 0
+        echo_task.enqueue("fine")  # the caller's transaction is still usable
+    assert Job.objects.get().args == ["fine"]
 
 
 @pytest.mark.parametrize(("args", "kwargs", "message"), UNSTORABLE)

@@ -16,6 +16,7 @@ from django_pgqueue.admin.formatting import (
     compact_duration,
     exact_time,
     job_status_badge,
+    json_text,
     local_time,
     pretty_json,
     zone_name,
@@ -111,9 +112,9 @@ class JobColumns:
         """What the job last reported with ``current_job().set_progress(done, total, message)``."""
         progress = obj.progress
         if not isinstance(progress, dict):
-            return "-" if progress is None else str(progress)
+            return "-" if progress is None else pretty_json(progress)
         done, total = progress.get("done"), progress.get("total")
-        message = str(progress.get("message") or "")
+        message = json_text(progress.get("message") or "")
         if isinstance(done, int | float) and isinstance(total, int | float) and total > 0:
             percent = max(0.0, min(100.0, 100.0 * done / total))
             return format_html(
@@ -157,7 +158,9 @@ class JobColumns:
 
     @admin.display(description="failed attempts, newest first")
     def errors_column(self, obj: Job) -> SafeString | str:
-        entries = [e for e in (obj.errors or []) if isinstance(e, dict)]
+        if not isinstance(obj.errors, list):  # undecodable, or not what a worker writes
+            return pretty_json(obj.errors)
+        entries = [e for e in obj.errors if isinstance(e, dict)]
         if not entries:
             return "-"
         return format_html_join(
@@ -166,11 +169,11 @@ class JobColumns:
             '<pre class="pgqueue-pre pgqueue-traceback">{}</pre></details>',
             (
                 (
-                    e.get("attempt", "?"),
-                    exact_time(str(e.get("at") or "")),
-                    e.get("worker_id", "?"),
-                    e.get("exception_class", "?"),
-                    e.get("traceback", ""),
+                    json_text(e.get("attempt", "?")),
+                    exact_time(json_text(e.get("at") or "")),
+                    json_text(e.get("worker_id", "?")),
+                    json_text(e.get("exception_class", "?")),
+                    json_text(e.get("traceback", "")),
                 )
                 for e in reversed(entries)
             ),

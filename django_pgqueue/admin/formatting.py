@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import reprlib
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from django_pgqueue.fields import UndecodableJSON
 from django_pgqueue.states import JobStatus
 
 
@@ -109,6 +111,70 @@ def job_status_badge(status: str, attempts: int, run_after: datetime | None) -> 
     return status_badge(status)
 
 
+#: Characters of one JSON value shown on the job page; the rest is cut, and the page says so.
+SHOW_MAX = 100_000
+#: Deeper than this, a JSON value is shown without indentation.
+PRETTY_DEPTH = 50
+
+
 def pretty_json(value: Any) -> SafeString:
-    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    return format_html('<pre class="pgqueue-pre">{}</pre>', text)
+    """A JSON value, indented, HTML-escaped and cut at :data:`SHOW_MAX` characters.
+
+    A value Python's json cannot decode (:class:`UndecodableJSON`: nested deeper than its
+    recursion limit, or a number of thousands of digits) is shown as PostgreSQL stored it.
+    """
+    notes = []
+    if isinstance(value, UndecodableJSON):
+        text = str(value)
+        notes.append(
+            "Shown as stored: Python's json cannot decode this value (nested too deeply, or "
+            "a number too long), so the worker fails this job as a poison job."
+        )
+    else:
+        # Indenting costs two spaces per level on every line: quadratic in the depth.
+        indent: int | None = 2
+        if _deeper_than(value, PRETTY_DEPTH):
+            indent = None
+            notes.append(f"Nested more than {PRETTY_DEPTH} levels: shown without indentation.")
+        try:
+            text = json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, default=str)
+        except (RecursionError, ValueError):
+            text = _SHORT_REPR.repr(value)
+            notes.append(
+                f"Nested too deeply to show in full: shown down to {_SHORT_REPR.maxlevel} levels."
+            )
+    if len(text) > SHOW_MAX:
+        notes.append(f"The first {SHOW_MAX:,} of {len(text):,} characters are shown.")
+        text = text[:SHOW_MAX]
+    return format_html(
+        '<pre class="pgqueue-pre">{}</pre>{}',
+        text,
+        format_html_join("", '<p class="help">{}</p>', ((note,) for note in notes)),
+    )
+
+
+def json_text(value: Any, indent: int | None = None) -> str:
+    """``value`` as JSON text; as a shortened ``repr`` if it is nested too deeply for that."""
+    if isinstance(value, str):
+        return value if indent is None else json.dumps(value, ensure_ascii=False)
+    try:
+        return json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        return _SHORT_REPR.repr(value)
+
+
+_SHORT_REPR = reprlib.Repr(maxlevel=50, maxlist=50, maxdict=50, maxstring=200, maxother=200)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and dicts in ``value`` nest more than ``limit`` levels (no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
@@ -20,9 +20,10 @@ from django_pgqueue.admin.changelist import EstimatedCountPaginator, JobChangeLi
 from django_pgqueue.admin.columns import JobColumns
 from django_pgqueue.admin.dashboard import QueueDashboard
 from django_pgqueue.admin.filters import NameFilter, QueueFilter, StatusFilter
+from django_pgqueue.admin.inputs import checked_urls, filter_parameters, parse_id
 from django_pgqueue.admin.queues import QueueControls
 from django_pgqueue.admin.schedule import ScheduleFilter
-from django_pgqueue.admin.search import search_jobs
+from django_pgqueue.admin.search import MAX_SEARCH_TERMS, search_jobs, search_terms
 from django_pgqueue.models import Job
 from django_pgqueue.states import JobStatus
 
@@ -53,7 +54,8 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     # get_search_results does the searching; a non-empty list turns the search box on.
     search_fields = ("name",)
     search_help_text = (
-        "Job id, name, unique or concurrency key, error text, or a value in the arguments."
+        "Job id, name, unique or concurrency key, error text, or a value in the arguments; "
+        f"every word must match (up to {MAX_SEARCH_TERMS} words)."
     )
     list_per_page = 100
     list_max_show_all = 1000
@@ -127,7 +129,19 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
+        ignored = len(search_terms(search_term)) - MAX_SEARCH_TERMS
+        if ignored > 0:
+            self.message_user(
+                request,
+                f"Searched for the first {MAX_SEARCH_TERMS} words only; "
+                f"{ignored:,} more were ignored.",
+                messages.WARNING,
+            )
         return search_jobs(queryset, search_term), False
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Only the list filters' own parameters: no ``?name__regex=`` from a URL (400)."""
+        return lookup in filter_parameters(self.get_list_filter(request))
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -160,7 +174,7 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
                 name=f"{info}_operate",
             ),
         ]
-        return [*urls, *super().get_urls()]
+        return checked_urls([*urls, *super().get_urls()])
 
     def change_view(
         self,
@@ -187,6 +201,9 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
             raise Http404(f"No operation {operation!r}.")
         if not self.can_operate(request):
             raise PermissionDenied
-        job = get_object_or_404(self.get_queryset(request), pk=object_id)
+        pk = parse_id(object_id)
+        if pk is None:
+            raise Http404(f"No job {object_id[:30]!r}.")
+        job = get_object_or_404(self.get_queryset(request), pk=pk)
         getattr(self, action)(request, self.get_queryset(request).filter(pk=job.pk))
         return HttpResponseRedirect(self.admin_url("change", job.pk))

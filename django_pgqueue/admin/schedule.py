@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from django_pgqueue import registry
 from django_pgqueue.admin.filters import KnownValueFilter
+from django_pgqueue.admin.inputs import checked_urls, filter_parameters, parse_id
 from django_pgqueue.conf import settings
 from django_pgqueue.models import Schedule
 from django_pgqueue.schedules.models import Source
@@ -299,11 +300,18 @@ class ScheduleAdmin(_ModelAdmin):
                 name=f"{info}_operate",
             )
         ]
-        return [*urls, *super().get_urls()]
+        return checked_urls([*urls, *super().get_urls()])
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Only the list filters' own parameters: no ``?name__regex=`` from a URL (400)."""
+        return lookup in filter_parameters(self.get_list_filter(request))
 
     def operate_view(self, request: HttpRequest, object_id: str, operation: str) -> HttpResponse:
         """The schedule page's buttons: Run now, Reset to code."""
-        schedule = get_object_or_404(self.get_queryset(request), pk=object_id)
+        pk = parse_id(object_id)
+        if pk is None:
+            raise Http404(f"No schedule {object_id[:30]!r}.")
+        schedule = get_object_or_404(self.get_queryset(request), pk=pk)
         if not self.has_change_permission(request, schedule):
             raise PermissionDenied
         if operation == "run-now":
