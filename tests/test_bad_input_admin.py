@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from django_pgqueue.admin.formatting import SHOW_MAX
 from django_pgqueue.admin.search import MAX_SEARCH_TERMS
-from django_pgqueue.models import Job
+from django_pgqueue.models import Job, Schedule
 
 pytestmark = pytest.mark.django_db
 
@@ -256,3 +256,38 @@ def test_a_huge_value_is_cut_on_the_page_and_says_so(admin_client):
     html = admin_client.get(f"{CHANGELIST}{job.pk}/change/").content.decode()
     assert f"The first {SHOW_MAX:,} of {SHOW_MAX * 3 + 8:,} characters are shown." in html
     assert "x" * (SHOW_MAX + 10) not in html
+
+
+# ----- the Schedule admin: the same checks ----------------------------------------------------
+
+SCHEDULES = reverse("admin:django_pgqueue_schedule_changelist")
+
+
+def make_schedule() -> Schedule:
+    return Schedule.objects.create(name="nightly", job=ADD, every=3600, args=[1, 2])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "data", "status"),
+    [
+        ("get", "", {"q": "a\x00"}, 400),
+        ("get", "", {"enabled__exact": "\x00"}, 400),
+        ("get", "", {"name__regex": "["}, 400),
+        ("get", "", {"args__0__gt": "1"}, 400),
+        ("get", "", {"enabled__exact": "1"}, 200),
+        ("get", "", {"source__exact": "admin"}, 200),
+        ("get", "", {"q": "NaN Infinity 1e400 -0"}, 200),
+        ("get", "", {"q": " ".join(f"w{i}" for i in range(2000))}, 200),
+        ("post", "", {"action": "enable_schedules", "_selected_action": "abc"}, 400),
+        ("post", "abc/operate/run-now/", {}, 404),
+        ("post", "1.5/operate/run-now/", {}, 404),
+        ("post", "9" * 30 + "/operate/reset-to-code/", {}, 404),
+        ("post", "%00/operate/run-now/", {}, 400),
+        ("get", "abc/change/", {}, 302),
+    ],
+)
+def test_the_schedule_admin_takes_the_same_care(admin_client, method, path, data, status):
+    make_schedule()
+    response = getattr(admin_client, method)(SCHEDULES + path, data)
+    assert response.status_code == status
+    assert not Job.objects.exists()
