@@ -179,6 +179,30 @@ def test_settings_that_would_break_the_backoff_maths_are_refused_at_start(name, 
     assert (row.status, row.attempts) == ("pending", 0), "nothing was claimed"
 
 
+def test_an_exception_in_the_executor_around_a_job_neither_kills_the_thread_nor_loses_the_job(
+    tmp_path,
+):
+    """The exception lands in the executor's own code just after it took the next job from its
+    queue, before running it: that job must still run, exactly once, without losing an
+    attempt."""
+    out, marker = tmp_path / "out", tmp_path / "fired"
+    jobs.interrupts_its_thread.enqueue(str(marker))
+    proc = start_worker("--threads", "1")
+    try:
+        wait_until(marker.exists)  # the exception waits in the idle thread
+        values = [f"ok-{i}" for i in range(10)]
+        jobs.record.enqueue_many([(str(out), v) for v in values])
+        wait_until(
+            lambda: Job.objects.filter(name=jobs.record.name, status="completed").count() == 10
+        )
+        assert proc.poll() is None
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert_healthy_ran_once(out, values)
+    assert "error in the executor around job" in log
+
+
 # ----- a transaction left open ------------------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
+from django_pgqueue.worker.handoff import Handoff
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.performer import cancelled, decide, failed, log_outcome, perform
 
@@ -100,7 +101,7 @@ class Executors:
         self.events = events
         #: Claimed jobs whose lock another worker took over: skipped if not started yet.
         self.lost: set[int] = set()
-        self._work: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._work = Handoff()
         self._running: dict[tuple[int, int], _Running] = {}  # (id, attempt) -> running
         self._abandoned: set[tuple[int, int]] = set()  # attempts failed by the loop
         self._asked_to_stop: set[int] = set()  # job ids cancelled while claimed
@@ -123,14 +124,7 @@ class Executors:
 
     def take_unstarted(self) -> list[int]:
         """Take back the jobs no thread has started yet; returns their ids."""
-        ids: list[int] = []
-        while True:
-            try:
-                job = self._work.get_nowait()
-            except queue.Empty:
-                return ids
-            if job is not None:
-                ids.append(job.pk)
+        return [job.pk for job in self._work.take_all()]
 
     def abandoned(self, job: Job) -> bool:
         return (job.pk, job.attempts) in self._abandoned
@@ -221,6 +215,11 @@ class Executors:
             )
             outcomes.append(self._fail(running, exc))
         for thread in dead:
+            # A job it had taken but not started goes back to the queue.
+            held = self._work.held(thread.ident)
+            if held is not None and (held.pk, held.attempts) not in self._running:
+                self._work.put(held)
+        for thread in dead:
             logger.error(
                 "Worker %s: executor thread %s died; starting another", self.worker_id, thread.name
             )
@@ -254,22 +253,39 @@ class Executors:
         thread.start()
 
     def _run(self) -> None:
-        while True:
-            job = self._work.get()
-            if job is None:
-                connections.close_all()
-                return
-            if job.pk in self.lost:
-                self.events.put(Dropped(job.pk))
-                continue
-            if not self._run_one(job):
-                # Abandoned after a timeout: a new thread took this one's place.
-                with self._lock:
-                    self._threads.remove(threading.current_thread())
-                return
+        """Take jobs and run them until told to stop.
 
-    def _run_one(self, job: Job) -> bool:
-        """Run ``job`` and report its outcome; False when this thread must end."""
+        Nothing raised here ends the thread: an exception in our own code around a job (a bug,
+        ``MemoryError``, an asynchronous exception) is logged and the job this thread held is
+        set right by :meth:`_rescue`.
+        """
+        while True:
+            job: Job | None = None
+            outcome: Outcome | None = None
+            abandoned = False
+            try:
+                job = self._work.take()
+                if job is None:
+                    connections.close_all()
+                    return
+                if job.pk in self.lost:
+                    self.events.put(Dropped(job.pk))
+                    self._work.done()
+                    continue
+                outcome, abandoned = self._run_one(job)
+                if abandoned:
+                    self._end_abandoned(job)
+                    return
+                self._report(job, outcome)
+                self._work.done()
+            except BaseException as exc:
+                if abandoned:
+                    self._end_abandoned(job)
+                    return
+                self._rescue(self._work.held() or job, outcome, exc)
+
+    def _run_one(self, job: Job) -> tuple[Outcome, bool]:
+        """Run ``job``: its outcome, and whether the loop abandoned it meanwhile (timeout)."""
         attempt = (job.pk, job.attempts)
         started_at = timezone.now()
         context = CurrentJob(job)
@@ -293,20 +309,30 @@ class Executors:
             outcome = failure_outcome(job, exc, started_at, self.worker_id)
         if context.cancel_requested:
             outcome = cancelled(outcome)
+        # The attempt ends here: from the moment its entry leaves _running, only this thread
+        # reports it (nothing between here and the return calls Python code).
         with self._lock:
             self._running.pop(attempt, None)
             abandoned = attempt in self._abandoned
             self._abandoned.discard(attempt)
             self._asked_to_stop.discard(job.pk)
-        if abandoned:
-            # Its timeout outcome is recorded and a new thread took this one's place.
-            logger.warning(
-                "Worker %s: job #%d finished after its timeout; result dropped",
-                self.worker_id,
-                job.pk,
-            )
-            connections.close_all()
-            return False
+        return outcome, abandoned
+
+    def _end_abandoned(self, job: Job | None) -> None:
+        """This thread's job was failed by the loop (timeout): a new thread took its place."""
+        self._work.done()
+        with self._lock:
+            if threading.current_thread() in self._threads:
+                self._threads.remove(threading.current_thread())
+        logger.warning(
+            "Worker %s: job #%s finished after its timeout; result dropped",
+            self.worker_id,
+            job.pk if job is not None else "?",
+        )
+        connections.close_all()
+
+    def _report(self, job: Job, outcome: Outcome) -> None:
+        """Log and journal ``outcome``, and hand it to the loop."""
         try:
             log_outcome(job, outcome, self.worker_id)
             if self.journal is not None:
@@ -318,4 +344,39 @@ class Executors:
                 job.pk,
             )
         self.events.put(outcome)
-        return True
+
+    def _rescue(self, job: Job | None, outcome: Outcome | None, exc: BaseException) -> None:
+        """After an exception in our own code around ``job`` (the job this thread held, or None):
+        the job is never left in limbo.
+
+        Its outcome, if it ran to one, is reported; an attempt that started is failed
+        (``ExecutorDied``); a job taken from the queue but not started is queued again, to run
+        as if nothing happened.
+        """
+        logger.error(
+            "Worker %s: error in the executor around job #%s; the thread carries on",
+            self.worker_id,
+            job.pk if job is not None else "-",
+            exc_info=exc,
+        )
+        if job is None:
+            return
+        if outcome is not None and outcome.job_id == job.pk:
+            self._report(job, outcome)
+            return
+        attempt = (job.pk, job.attempts)
+        with self._lock:
+            running = self._running.pop(attempt, None)
+            abandoned = attempt in self._abandoned
+            self._abandoned.discard(attempt)
+        if abandoned:
+            return  # the loop has failed it already
+        if running is None:
+            self._work.put(job)
+            return
+        self._asked_to_stop.discard(job.pk)
+        died = ExecutorDied(
+            f"The executor running job {job.name!r} #{job.pk} failed around it: "
+            f"{type(exc).__name__}: {exc}"
+        )
+        self.events.put(self._fail(running, died))

@@ -6,6 +6,7 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -242,3 +243,19 @@ def db_record(path: str, value: str, sleep: float = 0.0) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return record(path, value)
+
+
+@job
+def interrupts_its_thread(marker: str) -> None:
+    """Half a second after returning, raises SystemExit asynchronously in the executor thread
+    that ran it (waiting for its next job): an exception in the worker's own code, not a job's."""
+    target = threading.get_ident()
+
+    def fire() -> None:
+        time.sleep(0.5)
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(target), ctypes.py_object(SystemExit)
+        )
+        Path(marker).write_text("fired")
+
+    threading.Thread(target=fire, daemon=True).start()

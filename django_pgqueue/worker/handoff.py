@@ -1,0 +1,64 @@
+"""The queue between the worker loop and its executor threads, which never drops a job in hand.
+
+A claimed job is always somewhere the worker can find it: waiting in the queue, or held by the
+executor thread that took it, from the moment it leaves the queue until its outcome is handed to
+the loop. A thread that gets an exception in our own code (even one raised asynchronously, in
+the middle of taking a job) can ask which job it held (:meth:`Handoff.held`) and set it right:
+a plain ``queue.Queue.get()`` interrupted after taking an item loses that item.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
+
+class Handoff:
+    def __init__(self) -> None:
+        self._ready = threading.Condition(threading.Lock())
+        self._queue: deque[Job | None] = deque()  # None: the taking thread is to stop
+        self._held: dict[int, Job] = {}  # thread ident -> the job it took and has not reported
+
+    def put(self, item: Job | None) -> None:
+        with self._ready:
+            self._queue.append(item)
+            self._ready.notify()
+
+    def take(self) -> Job | None:
+        """The next job (None: stop), held by the calling thread until :meth:`done`."""
+        ident = threading.get_ident()
+        with self._ready:
+            while not self._queue:
+                self._ready.wait()
+            # Held before it leaves the queue: an exception between the two leaves it in both
+            # places, never in neither.
+            item = self._queue[0]
+            if item is not None:
+                self._held[ident] = item
+            self._queue.popleft()
+            return item
+
+    def done(self) -> None:
+        """The calling thread has handed its job's outcome (or drop) to the loop."""
+        with self._ready:
+            self._held.pop(threading.get_ident(), None)
+
+    def held(self, ident: int | None = None) -> Job | None:
+        """The job the calling thread (or thread ``ident``) took and has not reported, no longer
+        held by it (None if it held none, or the job is still queued)."""
+        with self._ready:
+            job = self._held.pop(threading.get_ident() if ident is None else ident, None)
+            if job is None or any(item is job for item in self._queue):
+                return None
+            return job
+
+    def take_all(self) -> list[Job]:
+        """Take every queued job (not the stop markers)."""
+        with self._ready:
+            jobs = [item for item in self._queue if item is not None]
+            self._queue = deque(item for item in self._queue if item is None)
+            return jobs
