@@ -74,8 +74,10 @@ def error_classes(row: Job) -> list[str]:
         (jobs.returns_nul, "it holds a NUL character or a lone surrogate"),
         (jobs.returns_lone_surrogate, "it holds a NUL character or a lone surrogate"),
         (jobs.returns_over_jsonb_limit, "bytes, over the 67,108,864 stored"),
+        (jobs.returns_nan, "float is not JSON: Out of range float values"),
+        (jobs.returns_too_deep, "list is not JSON: maximum recursion depth exceeded"),
     ],
-    ids=["nul", "lone-surrogate", "over-256MB"],
+    ids=["nul", "lone-surrogate", "over-256MB", "nan", "100000-levels"],
 )
 def test_a_result_postgresql_cannot_store_fails_that_job_alone(tmp_path, func, message):
     out = tmp_path / "out"
@@ -103,6 +105,17 @@ def test_an_error_message_with_a_nul_and_a_lone_surrogate_is_recorded_escaped(tm
     assert "ValueError: bad byte \\x00 and a lone \\ud800 in the message" in row.last_error
     assert "Traceback (most recent call last)" in row.last_error
     assert "unreachable" not in log
+
+
+def test_an_exception_whose_str_raises_is_recorded(tmp_path):
+    out = tmp_path / "out"
+    faulty, values = enqueue_around(out, jobs.raises_unprintable.enqueue)
+    burst("--threads", "1")
+    assert_healthy_ran_once(out, values)
+    row = Job.objects.get(pk=faulty)
+    assert (row.status, row.attempts) == ("dead", 2)
+    assert error_classes(row) == ["tests.testapp.jobs.Unprintable"] * 2
+    assert "Unprintable: <exception str() failed>" in row.last_error
 
 
 # ----- BaseExceptions: the executor thread survives them ----------------------------------------
@@ -222,10 +235,15 @@ def written_tags() -> Counter[str]:
         return Counter(tag for (tag,) in cursor.fetchall())
 
 
-def test_a_transaction_left_open_is_rolled_back_and_the_next_db_job_works(tmp_path, writes_table):
+@pytest.mark.parametrize(
+    "func", [jobs.leaves_transaction_open, jobs.leaves_autocommit_off], ids=["atomic", "autocommit"]
+)
+def test_a_transaction_left_open_is_rolled_back_and_the_next_db_job_works(
+    tmp_path, writes_table, func
+):
     out = tmp_path / "out"
     before = jobs.writes_row.enqueue("before")
-    faulty, values = enqueue_around(out, lambda: jobs.leaves_transaction_open.enqueue("leaked"))
+    faulty, values = enqueue_around(out, lambda: func.enqueue("leaked"))
     after = [jobs.writes_row.enqueue(f"after-{i}") for i in range(3)]
     # One thread: the jobs after it use the very connection the faulty job left in a transaction.
     log = burst("--threads", "1")

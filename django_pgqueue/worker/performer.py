@@ -120,7 +120,8 @@ def result_json(job: Job, value: Any) -> str:
     """JSON text for a return value; :class:`ResultNotStorable` when PostgreSQL can't hold it."""
     try:
         text = dumps(value)
-        if json.loads(text) != value:
+        # Too big is refused below without decoding it again (a 300 MB string would be).
+        if len(text) <= MAX_RESULT_BYTES and json.loads(text) != value:
             raise TypeError(
                 f"it does not survive a JSON round trip (comes back as {json.loads(text)!r:.200})"
             )

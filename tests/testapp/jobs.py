@@ -120,6 +120,30 @@ def returns_over_jsonb_limit() -> str:
 
 
 @job(max_attempts=2)
+def returns_nan() -> float:
+    return float("nan")
+
+
+@job(max_attempts=2)
+def returns_too_deep() -> list[object]:
+    """A list nested 100,000 levels deep: the JSON encoder hits the recursion limit."""
+    value: list[object] = []
+    for _ in range(100_000):
+        value = [value]
+    return value
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ of this exception raises")
+
+
+@job(max_attempts=2)
+def raises_unprintable() -> None:
+    raise Unprintable()
+
+
+@job(max_attempts=2)
 def raises_with_nul() -> None:
     raise ValueError("bad byte \x00 and a lone \ud800 in the message")
 
@@ -147,6 +171,14 @@ def raises_base_exception() -> None:
 def leaves_transaction_open(tag: str) -> None:
     """Writes a row inside ``transaction.atomic()`` and returns without leaving the block."""
     transaction.atomic().__enter__()
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {WRITES_TABLE} (tag) VALUES (%s)", [tag])
+
+
+@job(max_attempts=2)
+def leaves_autocommit_off(tag: str) -> None:
+    """Turns autocommit off, writes a row and returns without committing."""
+    transaction.set_autocommit(False)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {WRITES_TABLE} (tag) VALUES (%s)", [tag])
 
