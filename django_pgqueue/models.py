@@ -15,7 +15,14 @@ from django.utils import timezone
 
 from django_pgqueue.fields import TolerantJSONField
 from django_pgqueue.managers import JobManager, JobQuerySet
-from django_pgqueue.states import ACTIVE, FINISHED, PRIORITY_MAX, PRIORITY_MIN, JobStatus
+from django_pgqueue.states import (
+    ACTIVE,
+    FINISHED,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    JobStatus,
+    is_retryable,
+)
 
 
 class Job(models.Model):
@@ -156,6 +163,27 @@ class Job(models.Model):
     @property
     def is_runnable(self) -> bool:
         return self.status == JobStatus.PENDING and self.run_after <= timezone.now()
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == JobStatus.PENDING
+
+    @property
+    def is_scheduled(self) -> bool:
+        """Pending, waiting for its ``run_after``."""
+        return self.status == JobStatus.PENDING and self.run_after > timezone.now()
+
+    @property
+    def is_cancellable(self) -> bool:
+        """Pending, or running and not yet asked to stop."""
+        return self.status == JobStatus.PENDING or (
+            self.status == JobStatus.RUNNING and self.cancel_requested_at is None
+        )
+
+    @property
+    def is_retryable(self) -> bool:
+        """Whether a manual retry applies (:func:`django_pgqueue.states.is_retryable`)."""
+        return is_retryable(self.status, self.attempts)
 
     @property
     def queued_for(self) -> timedelta | None:

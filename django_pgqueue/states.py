@@ -35,6 +35,32 @@ class Attempt(StrEnum):
     CANCELLED = "cancelled"
 
 
+class Event(StrEnum):
+    """What the dashboard counts per minute (and the job list filters by)."""
+
+    COMPLETED = "completed"
+    #: An attempt failed (the job was retried or is dead).
+    FAILED = "failed"
+    #: The row saying how many finished jobs the last hour's statement read.
+    SCANNED = "scanned"
+
+
+class WorkerState(StrEnum):
+    """A worker as the dashboard shows it."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    #: No heartbeat for longer than the visibility timeout.
+    LOST = "lost"
+
+
+class QueueState(StrEnum):
+    """A queue as ``pgqueue_queue list`` shows it."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+
+
 #: Jobs that still hold their unique key: waiting or being run.
 ACTIVE: tuple[str, ...] = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
 #: Jobs that ended; they carry ``finished_at`` and are pruned after their retention.
@@ -47,6 +73,12 @@ FINISHED: tuple[str, ...] = (
 PRUNED_AFTER_RETENTION: tuple[str, ...] = (JobStatus.COMPLETED.value, JobStatus.CANCELLED.value)
 #: Finished jobs a manual retry applies to (pending jobs that failed at least once, too).
 RETRYABLE: tuple[str, ...] = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
+
+
+def is_retryable(status: str, attempts: int) -> bool:
+    """Whether a manual retry applies: a finished job that did not complete, or a pending job
+    that failed at least once (``operations.RETRYABLE_Q`` is the same rule as a filter)."""
+    return status in RETRYABLE or (status == JobStatus.PENDING and attempts > 0)
 
 
 def sql_list(statuses: Iterable[str]) -> str:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from django_pgqueue import admin as pgqueue_admin
 from django_pgqueue import stats
 from django_pgqueue.admin import actions as admin_actions
+from django_pgqueue.admin_site import PgQueueAdminConfig, PgQueueAdminSite
 from django_pgqueue.models import Job, Queue, Worker
 
 pytestmark = pytest.mark.django_db
@@ -615,11 +616,13 @@ def test_action_posts_need_the_csrf_token(superuser):
 # ----- the dashboard -----------------------------------------------------------------------
 
 
-def test_dashboard_is_linked_from_the_changelist_and_the_admin_index(admin_client):
+def test_dashboard_is_linked_from_the_changelist_and_the_app_page(admin_client):
+    """On any admin site; the index links it on ours (test_our_admin_site_links_...)."""
     assert f'href="{DASHBOARD}"' in admin_client.get(CHANGELIST).content.decode()
-    assert f'href="{DASHBOARD}"' in admin_client.get(reverse("admin:index")).content.decode()
     app_index = reverse("admin:app_list", args=["django_pgqueue"])
     assert f'href="{DASHBOARD}"' in admin_client.get(app_index).content.decode()
+    # Django's own site and index template, untouched by importing the admin.
+    assert f'href="{DASHBOARD}"' not in admin_client.get(reverse("admin:index")).content.decode()
 
 
 def test_dashboard_shows_each_queue_with_its_numbers(admin_client):
@@ -661,8 +664,8 @@ def test_dashboard_shows_each_queue_with_its_numbers(admin_client):
 
 
 def test_dashboard_marks_estimates_on_big_tables(admin_client, monkeypatch):
-    monkeypatch.setattr(stats, "EXACT_TABLE_BYTES", 0)
-    monkeypatch.setattr(stats, "COUNT_CAP", 2)
+    monkeypatch.setattr(stats.limits, "EXACT_TABLE_BYTES", 0)
+    monkeypatch.setattr(stats.limits, "COUNT_CAP", 2)
     for _ in range(4):
         make("dead")
     make("completed")
@@ -708,7 +711,7 @@ def test_retry_dead_without_a_queue_goes_back(admin_client):
 
 
 def test_changelist_count_is_capped_then_estimated(admin_client, monkeypatch):
-    monkeypatch.setattr(stats, "COUNT_CAP", 5)
+    monkeypatch.setattr(stats.limits, "COUNT_CAP", 5)
     monkeypatch.setattr(pgqueue_admin.JobAdmin, "list_per_page", 3)
     for _ in range(12):
         make("completed")
@@ -725,3 +728,26 @@ def test_changelist_count_is_capped_then_estimated(admin_client, monkeypatch):
     response = admin_client.get(CHANGELIST, {"status": "dead"})
     assert response.context["cl"].paginator.counted == stats.Count(1)
     assert "(estimate)" not in response.content.decode()
+
+
+# ----- the admin index -----------------------------------------------------------------------
+
+
+def test_importing_the_admin_changes_nothing_global():
+    from django.contrib import admin
+
+    assert pgqueue_admin.JobAdmin  # imported, and registered
+    assert admin.site.index_template is None
+    assert not isinstance(admin.site, PgQueueAdminSite)
+
+
+def test_our_admin_site_links_the_dashboard_from_its_index(superuser, rf):
+    site = PgQueueAdminSite(name="pgqueue_site")
+    site.register(Job, pgqueue_admin.JobAdmin)
+    request = rf.get("/admin/")
+    request.user = superuser
+    response = site.index(request)
+    html = response.render().content.decode()
+    assert "Job queue dashboard" in html
+    assert reverse("admin:django_pgqueue_job_dashboard") in html
+    assert PgQueueAdminConfig.default_site == "django_pgqueue.admin_site.PgQueueAdminSite"

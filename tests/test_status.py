@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_pgqueue import stats
 from django_pgqueue.models import Job, Worker
+from django_pgqueue.sql import stats as stats_sql
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,7 @@ def analyze() -> None:
 @pytest.fixture
 def big_table(monkeypatch):
     """Make stats treat the (small) test table as a big one: capped counts and estimates."""
-    monkeypatch.setattr(stats, "EXACT_TABLE_BYTES", 0)
+    monkeypatch.setattr(stats.limits, "EXACT_TABLE_BYTES", 0)
 
 
 # ----- counts ------------------------------------------------------------------------------
@@ -97,7 +98,7 @@ def test_queues_of_registered_jobs_and_workers_are_listed_even_when_empty():
 
 
 def test_capped_counts_and_estimates_on_a_big_table(big_table, monkeypatch):
-    monkeypatch.setattr(stats, "COUNT_CAP", 3)
+    monkeypatch.setattr(stats.limits, "COUNT_CAP", 3)
     for _ in range(2):
         make("dead", queue="emails")
     for _ in range(8):
@@ -121,7 +122,7 @@ def test_capped_counts_and_estimates_on_a_big_table(big_table, monkeypatch):
 
 
 def test_a_count_over_the_cap_never_shows_less_than_the_cap(big_table, monkeypatch):
-    monkeypatch.setattr(stats, "COUNT_CAP", 3)
+    monkeypatch.setattr(stats.limits, "COUNT_CAP", 3)
     for _ in range(6):
         make("dead")
     # No ANALYZE: whatever the statistics say, the count says "at least the cap".
@@ -188,7 +189,7 @@ def test_throughput_and_failures_over_the_last_hour():
 
 
 def test_the_last_hour_reads_at_most_window_cap_rows(monkeypatch):
-    monkeypatch.setattr(stats, "WINDOW_CAP", 3)
+    monkeypatch.setattr(stats.limits, "WINDOW_CAP", 3)
     now = timezone.now()
     for minutes_ago in (0, 0, 1, 20, 40):
         make("completed", finished_at=now - timedelta(minutes=minutes_ago, seconds=5))
@@ -243,21 +244,21 @@ def test_big_table_queries_can_use_the_partial_indexes():
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         for sql in (
-            stats._CAPPED_COUNTS,
-            stats._LAST_HOUR,
-            stats._LOOSE_QUEUES.format(status="pending"),
-            stats._LOOSE_QUEUES.format(status="dead"),
-            stats._RUNNING_QUEUES,
+            stats_sql.CAPPED_COUNTS,
+            stats_sql.LAST_HOUR,
+            *stats_sql.LOOSE_QUEUES,
+            stats_sql.RUNNING_QUEUES,
         ):
             cursor.execute("EXPLAIN " + sql, params if "%(" in sql else None)
             plan = "\n".join(row[0] for row in cursor.fetchall())
             assert "Seq Scan on pgqueue_job" not in plan, plan
         for name, index in [
-            ("_RUNNABLE", "pgqueue_job_claim_queue"),
-            ("_DEAD", "pgqueue_job_dead"),
-            ("_RUNNING", "pgqueue_job_stale"),
+            ("RUNNABLE", "pgqueue_job_claim_queue"),
+            ("DEAD", "pgqueue_job_dead"),
+            ("RUNNING", "pgqueue_job_stale"),
         ]:
-            cursor.execute("EXPLAIN " + stats._select_where(getattr(stats, name)), ["default"])
+            where = getattr(stats_sql, name)
+            cursor.execute("EXPLAIN " + stats_sql.select_where(where), ["default"])
             plan = "\n".join(row[0] for row in cursor.fetchall())
             assert index in plan, plan
 
@@ -287,7 +288,7 @@ def test_pgqueue_status_prints_a_table():
 
 
 def test_pgqueue_status_json_and_queue_option(big_table, monkeypatch):
-    monkeypatch.setattr(stats, "COUNT_CAP", 1)
+    monkeypatch.setattr(stats.limits, "COUNT_CAP", 1)
     make("dead")
     make("dead")
     make("dead", queue="emails")
@@ -396,12 +397,12 @@ def test_measure_render_times_with_a_million_rows(django_user_model, spread):
     with connection.cursor() as cursor:
         cursor.execute("SET jit = off")  # as queue_report() runs them
         for name, sql in (
-            ("capped counts", stats._CAPPED_COUNTS),
-            ("last hour", stats._LAST_HOUR),
+            ("capped counts", stats_sql.CAPPED_COUNTS),
+            ("last hour", stats_sql.LAST_HOUR),
         ):
-            params = {"queues": ["default", "emails"], "cap": stats.COUNT_CAP + 1}
+            params = {"queues": ["default", "emails"], "cap": stats.limits.COUNT_CAP + 1}
             if name == "last hour":
-                params = {"cap": stats.WINDOW_CAP}
+                params = {"cap": stats.limits.WINDOW_CAP}
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
             plan = "\n".join(row[0] for row in cursor.fetchall())
             print(f"--- EXPLAIN (ANALYZE, BUFFERS): {name}\n{plan}")

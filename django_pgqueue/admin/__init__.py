@@ -15,13 +15,15 @@ This module registers :class:`~django_pgqueue.admin.job.JobAdmin`, built from:
 * :mod:`~django_pgqueue.admin.actions`: retry, run now, cancel, delete, and what they say;
 * :mod:`~django_pgqueue.admin.dashboard`: the queue dashboard and its chart;
 * :mod:`~django_pgqueue.admin.schedule`: the periodic schedules (registered on their own).
+
+Importing it registers ``JobAdmin`` and ``ScheduleAdmin`` and changes nothing else: the admin
+index links the dashboard only on :class:`django_pgqueue.admin_site.PgQueueAdminSite`.
 """
 
 from __future__ import annotations
 
 from django.contrib import admin
 
-from django_pgqueue.admin.dashboard import link_dashboard_from_index
 from django_pgqueue.admin.job import JobAdmin
 from django_pgqueue.admin.schedule import ScheduleAdmin
 from django_pgqueue.models import Job, Schedule
@@ -30,4 +32,3 @@ __all__ = ["JobAdmin", "ScheduleAdmin"]
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(Schedule, ScheduleAdmin)
-link_dashboard_from_index()

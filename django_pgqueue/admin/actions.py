@@ -24,6 +24,8 @@ from django_pgqueue import operations, stats
 from django_pgqueue.admin.base import JobAdminBase, as_jobs
 from django_pgqueue.conf import settings
 from django_pgqueue.models import Job
+from django_pgqueue.operations import RETRYABLE_Q
+from django_pgqueue.states import ACTIVE, FINISHED, JobStatus
 
 #: Ids listed per reason in an action's message.
 MESSAGE_IDS = 10
@@ -131,15 +133,14 @@ class JobActions(JobAdminBase):
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         ids = sorted(as_jobs(queryset).retry())
         self._changed(request, "Retried", ids, ", now pending and runnable", "Retried.")
-        retryable = Q(status__in=["dead", "cancelled"]) | Q(status="pending", attempts__gt=0)
         self._skipped(
             request,
             queryset.exclude(pk__in=ids),
             [
-                Skip("running: a worker has it", Q(status="running")),
-                Skip("completed", Q(status="completed")),
-                Skip("pending and never failed", Q(status="pending", attempts=0)),
-                Skip("another active job holds its unique key", retryable),
+                Skip("running: a worker has it", Q(status=JobStatus.RUNNING)),
+                Skip(JobStatus.COMPLETED.value, Q(status=JobStatus.COMPLETED)),
+                Skip("pending and never failed", Q(status=JobStatus.PENDING, attempts=0)),
+                Skip("another active job holds its unique key", RETRYABLE_Q),
             ],
         )
 
@@ -149,16 +150,16 @@ class JobActions(JobAdminBase):
     )
     def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         now = timezone.now()
-        scheduled = queryset.filter(status="pending", run_after__gt=now)
+        scheduled = queryset.filter(status=JobStatus.PENDING, run_after__gt=now)
         ids = _change_locked(scheduled, lambda jobs: as_jobs(jobs).run_now())
         self._changed(request, "Made", ids, " runnable now", "Run now.")
         self._skipped(
             request,
             queryset.exclude(pk__in=ids),
             [
-                Skip("already runnable", Q(status="pending", run_after__lte=now)),
-                Skip("running", Q(status="running")),
-                Skip("finished", Q(status__in=["completed", "dead", "cancelled"])),
+                Skip("already runnable", Q(status=JobStatus.PENDING, run_after__lte=now)),
+                Skip(JobStatus.RUNNING.value, Q(status=JobStatus.RUNNING)),
+                Skip("finished", Q(status__in=FINISHED)),
             ],
         )
 
@@ -167,10 +168,10 @@ class JobActions(JobAdminBase):
         permissions=["change"],
     )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        changed = operations.cancel(as_jobs(queryset.filter(status__in=["pending", "running"])))
+        changed = operations.cancel(as_jobs(queryset.filter(status__in=ACTIVE)))
         running = set(
             Job.objects.using(settings.DATABASE)
-            .filter(pk__in=changed, status="running")
+            .filter(pk__in=changed, status=JobStatus.RUNNING)
             .values_list("pk", flat=True)
         )
         cancelled = [i for i in changed if i not in running]
@@ -191,8 +192,8 @@ class JobActions(JobAdminBase):
             request,
             queryset.exclude(pk__in=changed),
             [
-                Skip("running, already asked to stop", Q(status="running")),
-                Skip("already finished", Q(status__in=["completed", "dead", "cancelled"])),
+                Skip("running, already asked to stop", Q(status=JobStatus.RUNNING)),
+                Skip("already finished", Q(status__in=FINISHED)),
             ],
         )
 
@@ -201,7 +202,7 @@ class JobActions(JobAdminBase):
         self, request: HttpRequest, queryset: QuerySet[Job]
     ) -> TemplateResponse | None:
         """Like the admin's own delete, with a confirmation, but never deletes running jobs."""
-        deletable = queryset.exclude(status="running")
+        deletable = queryset.exclude(status=JobStatus.RUNNING)
         count = stats.capped_count(deletable, cap=DELETE_CAP)
         if not count.exact:
             self.message_user(
@@ -211,7 +212,7 @@ class JobActions(JobAdminBase):
                 messages.ERROR,
             )
             return None
-        running = queryset.filter(status="running")
+        running = queryset.filter(status=JobStatus.RUNNING)
         if request.POST.get("post") != "yes":
             return self.render_page(
                 request,
@@ -238,7 +239,7 @@ class JobActions(JobAdminBase):
         self._skipped(
             request,
             queryset.exclude(pk__in=ids),
-            [Skip("running: a worker has it", Q(status="running"))],
+            [Skip("running: a worker has it", Q(status=JobStatus.RUNNING))],
         )
         return None
 
@@ -272,6 +273,6 @@ class JobActions(JobAdminBase):
         self._skipped(
             request,
             dead.exclude(pk__in=ids),
-            [Skip("another active job holds its unique key", Q(status="dead"))],
+            [Skip("another active job holds its unique key", Q(status=JobStatus.DEAD))],
         )
         return HttpResponseRedirect(self.admin_url("dashboard"))

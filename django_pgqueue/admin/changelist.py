@@ -19,7 +19,7 @@ else:
 
 
 class EstimatedCountPaginator(_Paginator):
-    """Counts at most ``stats.COUNT_CAP`` rows; above that, the planner's estimate.
+    """Counts at most ``stats.limits.COUNT_CAP`` rows; above that, the planner's estimate.
 
     The admin counts the (filtered) changelist on every page view; on a table with millions of
     finished jobs an exact ``COUNT(*)`` would cost more than the rest of the page. A result that

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -14,6 +13,7 @@ from django_pgqueue import stats
 from django_pgqueue.admin.base import JobAdminBase
 from django_pgqueue.admin.formatting import compact_duration, period_in_words
 from django_pgqueue.admin.queues import queue_settings
+from django_pgqueue.states import JobStatus
 
 CHART_WIDTH = 960
 CHART_HEIGHT = 120
@@ -46,6 +46,7 @@ class QueueDashboard(JobAdminBase):
             chart=throughput_chart(report.minutes, report.window_capped),
             can_operate=self.can_operate(request),
             changelist_url=self.admin_url("changelist"),
+            statuses=JobStatus,
             retry_dead_url=self.admin_url("retry_dead"),
             retention=period_in_words(report.retention),
             dead_retention=(
@@ -54,8 +55,8 @@ class QueueDashboard(JobAdminBase):
                 else period_in_words(report.dead_retention)
             ),
             duration_ms=round(report.duration * 1000, 1),
-            count_cap=f"{stats.COUNT_CAP:,}",
-            window_cap=f"{stats.WINDOW_CAP:,}",
+            count_cap=f"{stats.limits.COUNT_CAP:,}",
+            window_cap=f"{stats.limits.WINDOW_CAP:,}",
         )
 
     def _dashboard_row(self, queue: stats.QueueStats, controls: dict[str, Any]) -> dict[str, Any]:
@@ -65,16 +66,6 @@ class QueueDashboard(JobAdminBase):
             "oldest": compact_duration(queue.oldest_runnable_age),
             "dead_count": queue.dead.value,
         }
-
-
-def link_dashboard_from_index() -> None:
-    """Link the dashboard from the admin index, unless the project has its own index template.
-
-    ``django_pgqueue/admin/index.html`` extends ``admin/index.html``; a project with its own
-    ``index_template`` can ``{% include "django_pgqueue/admin/dashboard_link.html" %}``.
-    """
-    if admin.site.index_template is None:
-        admin.site.index_template = "django_pgqueue/admin/index.html"
 
 
 # ----- the chart ----------------------------------------------------------------------------

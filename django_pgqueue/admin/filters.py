@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from django_pgqueue import stats
 from django_pgqueue.admin.base import as_jobs
+from django_pgqueue.states import Event, JobStatus
 
 if TYPE_CHECKING:
     from django_pgqueue.managers import JobQuerySet
@@ -22,14 +23,14 @@ class StatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     CHOICES: dict[str, tuple[str, Callable[[JobQuerySet], JobQuerySet]]] = {
-        "pending": ("Pending (all)", lambda qs: qs.pending()),
+        JobStatus.PENDING.value: ("Pending (all)", lambda qs: qs.pending()),
         "runnable": ("Pending: runnable now", lambda qs: qs.runnable()),
         "scheduled": ("Pending: scheduled", lambda qs: qs.scheduled()),
-        "failed": ("Pending: failed, awaiting retry", lambda qs: qs.failed()),
-        "running": ("Running", lambda qs: qs.running()),
-        "completed": ("Completed", lambda qs: qs.completed()),
-        "dead": ("Dead", lambda qs: qs.dead()),
-        "cancelled": ("Cancelled", lambda qs: qs.cancelled()),
+        Event.FAILED.value: ("Pending: failed, awaiting retry", lambda qs: qs.failed()),
+        JobStatus.RUNNING.value: ("Running", lambda qs: qs.running()),
+        JobStatus.COMPLETED.value: ("Completed", lambda qs: qs.completed()),
+        JobStatus.DEAD.value: ("Dead", lambda qs: qs.dead()),
+        JobStatus.CANCELLED.value: ("Cancelled", lambda qs: qs.cancelled()),
     }
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:

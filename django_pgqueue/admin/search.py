@@ -9,19 +9,13 @@ import operator
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import BooleanField, Q, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import Q, QuerySet
 from django.utils.text import smart_split, unescape_string_literal
 
 from django_pgqueue import stats
 from django_pgqueue.admin.inputs import parse_id
 from django_pgqueue.models import Job
-
-_KWARGS_VALUE = (
-    "(\"kwargs\" <> '{}'::jsonb AND "
-    "jsonb_path_exists(\"kwargs\", '$.* ? (@ == $v)', jsonb_build_object('v', %s::jsonb)))"
-)
-
+from django_pgqueue.operations.search import kwargs_have_value
 
 #: Most words a search takes; the rest are ignored and the page says so. Each word is matched
 #: against every searched column, so a search of 2,000 words would scan the table 2,000 times.
@@ -65,7 +59,7 @@ def search_match(term: str, known_names: Iterable[str]) -> Q:
     )
     for value in _json_values(term):
         match |= Q(args__contains=[value])
-        match |= Q(RawSQL(_KWARGS_VALUE, [json.dumps(value)], output_field=BooleanField()))
+        match |= kwargs_have_value(value)
     pk = parse_id(term.removeprefix("#"))
     if pk is not None:
         match |= Q(pk=pk)

@@ -8,7 +8,7 @@ tests exercise is what production runs.
 module             owns
 =================  ===================================================================
 ``db``             the :class:`Database` an operation runs on; the error classes
-``enqueue``        :func:`insert`, :func:`insert_many` (COPY), :func:`notify`
+``enqueue``        :func:`insert`, :func:`insert_many` (COPY), :func:`notify`, :func:`listen`
 ``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
 ``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`,
                    :func:`cancel_requested`, :func:`save_progress`
@@ -18,6 +18,8 @@ module             owns
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
 ``schedules``      :func:`fire_schedules` (due ticks, exactly once), :func:`run_schedule_now`
 ``queues``         :func:`set_paused`, :func:`set_limits`, :func:`queue_controls`
+``stats``          the dashboard's counts and estimates (``operations.stats.*``)
+``search``         the admin search's conditions the ORM cannot spell
 =================  ===================================================================
 """
 
@@ -37,7 +39,7 @@ from django_pgqueue.operations.db import (
     Database,
     DjangoDatabase,
 )
-from django_pgqueue.operations.enqueue import BULK_BATCH_SIZE, insert, insert_many, notify
+from django_pgqueue.operations.enqueue import BULK_BATCH_SIZE, insert, insert_many, listen, notify
 from django_pgqueue.operations.maintenance import (
     WORKER_ROW_RETENTION,
     Pruned,
@@ -95,6 +97,7 @@ __all__ = [
     "insert",
     "insert_many",
     "jobs_from_rows",
+    "listen",
     "lock_schedule_sync",
     "locked_jobs",
     "make_due",

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
     from django_pgqueue.models import Job
 
-#: Jobs a manual retry applies to: dead, cancelled, or pending after a failed attempt.
+#: Jobs a manual retry applies to: dead, cancelled, or pending after a failed attempt
+#: (``states.is_retryable`` is the same rule for one job).
 RETRYABLE_Q = Q(status__in=RETRYABLE) | Q(status=JobStatus.PENDING, attempts__gt=0)
 
 

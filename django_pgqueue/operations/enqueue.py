@@ -135,3 +135,10 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
 def notify(cursor: Cursor, queues: Sequence[str]) -> None:
     """Wake the workers serving ``queues`` (sent when the surrounding transaction commits)."""
     cursor.execute(sql.NOTIFY, [sorted(set(queues))])
+
+
+def listen(db: Database, channels: Sequence[str]) -> None:
+    """Subscribe ``db`` (an autocommit connection) to our notification ``channels``, in order."""
+    with db.cursor() as cursor:
+        for channel in channels:
+            cursor.execute(sql.LISTEN[channel])

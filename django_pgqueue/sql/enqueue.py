@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import NOTIFY_CHANNEL, TABLE
+from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL, TABLE
+from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.states import ACTIVE, sql_list
 
 INSERT_COLUMNS = (
@@ -36,3 +37,8 @@ FROM STDIN
 """
 
 NOTIFY = f"SELECT pg_notify('{NOTIFY_CHANNEL}', q) FROM unnest(%s::text[]) AS q"
+#: The workers' listener subscribes to these: new jobs (the trigger and ``NOTIFY``), control
+#: requests (cancel) and schedule changes.
+LISTEN = {
+    channel: f"LISTEN {channel}" for channel in (NOTIFY_CHANNEL, CONTROL_CHANNEL, SCHEDULE_CHANNEL)
+}

@@ -2,20 +2,19 @@
 
 A :class:`Count` says whether it is exact, a lower bound (counting stopped at a cap) or the
 planner's estimate. The estimates come from ``EXPLAIN``: PostgreSQL's statistics, no rows read.
-The capped count itself, which reads rows up to a cap, is :func:`django_pgqueue.stats.capped_count`.
+:func:`capped_count` reads a QuerySet's rows up to a cap, then estimates.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import connections
 from django.db.models import QuerySet
 
-from django_pgqueue.sql import Cursor
+from django_pgqueue.operations import DjangoDatabase
+from django_pgqueue.operations.stats import plan_rows
+from django_pgqueue.stats import limits
 
 CountKind = Literal["exact", "at_least", "estimate"]
 
@@ -73,17 +72,18 @@ def over_cap(estimate: int, cap: int) -> Count:
     return Count(cap, "at_least")
 
 
-def plan_rows(cursor: Cursor, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
-    """The planner's row estimate for a statement (no rows are read)."""
-    cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-    plan = cursor.fetchone()[0]
-    if isinstance(plan, str | bytes):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"])
-
-
 def estimate_rows(queryset: QuerySet[Any]) -> int:
     """The planner's row estimate for ``queryset`` (no rows are read)."""
-    sql, params = queryset.order_by().query.sql_with_params()
-    with connections[queryset.db].cursor() as cursor:
-        return plan_rows(cursor, sql, params)
+    statement, params = queryset.order_by().query.sql_with_params()
+    return plan_rows(DjangoDatabase(queryset.db), statement, params)
+
+
+def capped_count(queryset: QuerySet[Any], cap: int | None = None) -> Count:
+    """``queryset.count()`` that reads at most ``cap + 1`` rows; an estimate above ``cap``
+    (default: ``limits.COUNT_CAP``)."""
+    if cap is None:
+        cap = limits.COUNT_CAP
+    counted = queryset.order_by().values("pk")[: cap + 1].count()
+    if counted <= cap:
+        return Count(counted)
+    return over_cap(estimate_rows(queryset), cap)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django_pgqueue.states import Event, JobStatus
 from django_pgqueue.stats.counts import Count, add_counts
 from django_pgqueue.stats.workers import WorkerInfo
 
@@ -47,9 +48,9 @@ class QueueStats:
         counts = {
             "runnable": self.runnable,
             "scheduled": self.scheduled,
-            "running": self.running,
-            "completed": self.completed,
-            "dead": self.dead,
+            JobStatus.RUNNING.value: self.running,
+            JobStatus.COMPLETED.value: self.completed,
+            JobStatus.DEAD.value: self.dead,
             "completed_last_minute": self.completed_last_minute,
             "completed_last_hour": self.completed_last_hour,
             "failed_last_hour": self.failed_last_hour,
@@ -94,7 +95,7 @@ class LastHour:
         scanned = 0
         oldest_minute = MINUTES
         for queue, kind, minute, n in rows:
-            if kind == "scanned":
+            if kind == Event.SCANNED:
                 scanned, oldest_minute = n, minute
             else:
                 counts[(queue, kind, minute)] = n
@@ -121,7 +122,7 @@ class LastHour:
         failed = [0] * MINUTES
         for (_, kind, minute), n in self.counts.items():
             if 0 <= minute < MINUTES:
-                (completed if kind == "completed" else failed)[minute] += n
+                (completed if kind == Event.COMPLETED else failed)[minute] += n
         return [
             Minute(
                 start=now - timedelta(minutes=m + 1),
@@ -180,7 +181,11 @@ class QueueReport:
                 for w in self.workers
             ],
             "last_hour": [
-                {"start": m.start.isoformat(), "completed": m.completed, "failed": m.failed}
+                {
+                    "start": m.start.isoformat(),
+                    Event.COMPLETED.value: m.completed,
+                    Event.FAILED.value: m.failed,
+                }
                 for m in self.minutes
             ],
         }

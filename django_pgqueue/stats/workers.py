@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django_pgqueue.conf import settings
+from django_pgqueue.states import WorkerState
 
 #: Workers seen within this window are listed.
 WORKER_WINDOW = timedelta(hours=1)
@@ -37,11 +38,11 @@ def recent_workers(db: str, now: datetime) -> list[WorkerInfo]:
     workers = []
     for w in Worker.objects.using(db).filter(last_seen_at__gte=now - WORKER_WINDOW):
         if w.stopped_at is not None:
-            state = "stopped"
+            state = WorkerState.STOPPED
         elif now - w.last_seen_at > lost_after:
-            state = "lost"
+            state = WorkerState.LOST
         else:
-            state = "running"
+            state = WorkerState.RUNNING
         workers.append(
             WorkerInfo(
                 worker_id=w.worker_id,
@@ -56,5 +57,5 @@ def recent_workers(db: str, now: datetime) -> list[WorkerInfo]:
                 state=state,
             )
         )
-    workers.sort(key=lambda w: (w.state != "running", w.worker_id))
+    workers.sort(key=lambda w: (w.state != WorkerState.RUNNING, w.worker_id))
     return workers

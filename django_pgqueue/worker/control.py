@@ -18,6 +18,7 @@ reported some.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from django_pgqueue import operations
 from django_pgqueue.operations import Database
@@ -34,6 +35,14 @@ PROGRESS_INTERVAL = 1.0
 QUEUE_SETTINGS_POLL = 0.5
 #: ... and with it (NOTIFY brings every change at once; this only covers a lost notification).
 QUEUE_SETTINGS_LISTENING = 10.0
+
+
+@dataclass(frozen=True)
+class ControlEvent:
+    """For the loop: a runtime-control notification (``cancel``, ``queues``, or
+    ``reconnected``)."""
+
+    payload: str
 
 
 class QueueSettings:

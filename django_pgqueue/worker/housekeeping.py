@@ -16,6 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django_pgqueue import operations
+from django_pgqueue.conf import settings
+from django_pgqueue.operations import Database
+
 
 @dataclass
 class Periodic:
@@ -60,3 +64,10 @@ class Housekeeping:
         """The earliest time a task wants the loop awake for (``None``: none)."""
         times = [task.next_at for task in self.tasks if task.wakes]
         return min(times) if times else None
+
+
+def prune(db: Database) -> float:
+    """Delete expired history in bounded batches; returns seconds until the next prune."""
+    pruned = operations.prune(db)
+    # A full batch means more is due: come back soon, without hogging the loop.
+    return 1.0 if pruned.more else settings.PRUNE_INTERVAL

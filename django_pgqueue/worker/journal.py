@@ -229,7 +229,7 @@ def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
             job.pk,
             worker_id,
             how,
-            "retried" if outcome.outcome == Attempt.RETRIED else "now dead",
+            Attempt.RETRIED.value if outcome.outcome == Attempt.RETRIED else "now dead",
         )
     unstarted = [job.pk for job in held if job.pk not in started]
     if unstarted:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
+from django_pgqueue import operations
 from django_pgqueue.operations import CONNECTION_ERRORS
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
@@ -68,12 +69,14 @@ class Listener(threading.Thread):
         self.connection.close()
 
     def _listen(self) -> None:
-        conn = self.connection.raw
-        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        channels = [NOTIFY_CHANNEL]
         if self.control is not None:
-            conn.execute(f"LISTEN {CONTROL_CHANNEL}")
+            channels.append(CONTROL_CHANNEL)
         if self.on_schedules is not None:
-            conn.execute(f"LISTEN {SCHEDULE_CHANNEL}")
+            channels.append(SCHEDULE_CHANNEL)
+        operations.listen(self.connection, channels)
+        conn = self.connection.raw
+        if self.on_schedules is not None:
             self.on_schedules()
         self.listening.set()
         # Notifications may have been missed while (re)connecting: look once.

@@ -11,10 +11,8 @@ Threads of one worker process:
 Everything reaches the loop through one queue of events, so it sleeps in one place and wakes
 for whichever comes first: an outcome, a notification, a signal, or its own timers.
 
-The loop's parts, each in its module: :mod:`.capacity` (how many jobs to claim), :mod:`.claims`
-(the claim statement, stale-job recovery, how long to sleep when idle), :mod:`.housekeeping`
-(periodic work: heartbeat, prune, and whatever else is added there), :mod:`.signals` (SIGTERM
-and SIGINT).
+Its parts: :mod:`.capacity` (how many to claim), :mod:`.claims` (the claim, the idle sleep),
+:mod:`.housekeeping` (periodic work), :mod:`.signals`, :mod:`.shutdown`.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ import queue as queue_module
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
@@ -40,14 +37,16 @@ from django_pgqueue.worker.connection import Backoff, QueueConnection, log_datab
 from django_pgqueue.worker.control import (
     QUEUE_SETTINGS_LISTENING,
     QUEUE_SETTINGS_POLL,
+    ControlEvent,
     QueueSettings,
     RunningControl,
 )
 from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
-from django_pgqueue.worker.housekeeping import Housekeeping
+from django_pgqueue.worker.housekeeping import Housekeeping, prune
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
+from django_pgqueue.worker.shutdown import shutdown
 from django_pgqueue.worker.signals import ShutdownSignals
 
 if TYPE_CHECKING:
@@ -57,13 +56,6 @@ logger = get_logger("django_pgqueue.worker")
 
 _WAKE = object()
 _STOP = object()
-
-
-@dataclass(frozen=True)
-class _Control:
-    """Event: a runtime-control notification (``cancel``, ``queues``, or ``reconnected``)."""
-
-    payload: str
 
 
 def default_worker_id() -> str:
@@ -136,7 +128,9 @@ class Worker:
         self.housekeeping = Housekeeping()
         self.housekeeping.add("heartbeat", self._heartbeat, settings.HEARTBEAT_INTERVAL)
         # The prune does not wake the loop: it runs at the loop's next turn once due.
-        self.housekeeping.add("prune", self._prune, settings.PRUNE_INTERVAL, wakes=False)
+        self.housekeeping.add(
+            "prune", lambda: prune(self._connection), settings.PRUNE_INTERVAL, wakes=False
+        )
         # Periodic schedules: any worker fires them (not a burst, which only drains).
         self._schedules = ScheduleFirer.for_worker(self, schedules)
         # Queue settings (paused, limits): read at start, on NOTIFY, and polled as a fallback.
@@ -165,7 +159,7 @@ class Worker:
                 " burst" if self.burst else "",
             )
             self._loop()
-            self._shutdown()
+            shutdown(self)
         finally:
             self._signals.restore()
             if self._listener is not None:
@@ -201,7 +195,7 @@ class Worker:
         self._events.put(_WAKE)
 
     def _on_control(self, payload: str) -> None:
-        self._events.put(_Control(payload))
+        self._events.put(ControlEvent(payload))
 
     def _read_queue_settings(self) -> float:
         """Read the queues' settings; claim at once if they changed (a queue resumed, say)."""
@@ -329,7 +323,7 @@ class Worker:
                 self._stopping = True
             elif event is _WAKE:
                 self._woken = True
-            elif isinstance(event, _Control):
+            elif isinstance(event, ControlEvent):
                 if event.payload != QUEUES_CHANGED:  # a cancellation, or a reconnection
                     self._control.notified()
                 if event.payload != "cancel":
@@ -406,60 +400,3 @@ class Worker:
             for job_id, job in self._claimed.items()
             if job_id not in self._executors.lost and not self._executors.abandoned(job)
         ]
-
-    def _prune(self) -> float:
-        """Delete expired history in bounded batches; returns seconds until the next prune."""
-        pruned = operations.prune(self._connection)
-        # A full batch means more is due: come back soon, without hogging the loop.
-        return 1.0 if pruned.more else settings.PRUNE_INTERVAL
-
-    # ----- shutdown --------------------------------------------------------------------------
-
-    def _shutdown(self) -> None:
-        """Hand back unstarted jobs, wait for running ones, write every outcome."""
-        unstarted = self._executors.take_unstarted()
-        deadline = time.monotonic() + self.shutdown_timeout
-        backoff = Backoff()
-        released = False
-        while True:
-            try:
-                if unstarted and not released:
-                    handed = operations.release(self._connection, self.worker_id, unstarted)
-                    released = True
-                    self.stats.released += len(handed)
-                    for job_id in unstarted:
-                        self._claimed.pop(job_id, None)
-                    if handed:
-                        logger.info(
-                            "Handed %d unstarted jobs back to the queue (worker %s)",
-                            len(handed),
-                            self.worker_id,
-                        )
-                if self._outcomes:
-                    self._flush()
-                if not self._claimed:
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    logger.warning(
-                        "Worker %s: shutdown timeout with %d jobs still running; they will be "
-                        "reclaimed after the visibility timeout",
-                        self.worker_id,
-                        len(self._claimed),
-                    )
-                    break
-                self._drain_events(min(remaining, settings.HEARTBEAT_INTERVAL))
-                if self._claimed and time.monotonic() - deadline < 0:
-                    self._heartbeat()
-            except DATABASE_ERRORS as exc:
-                logger.warning(
-                    "Worker %s: queue database error during shutdown (%s)", self.worker_id, exc
-                )
-                self._connection.close()
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(backoff.failed())
-        try:
-            operations.stop_worker(self._connection, self.worker_id, self.stats.finished)
-        except DATABASE_ERRORS:
-            logger.warning("Could not mark worker %s stopped", self.worker_id)

@@ -22,7 +22,7 @@ DEBUG = env.bool("DEBUG", default=True)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "django_pgqueue.admin_site.PgQueueAdminConfig",  # django.contrib.admin, dashboard on the index
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -14,6 +14,7 @@ from django_pgqueue.conf import settings
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable
 from django_pgqueue.rules import WORKER_OPTIONS
+from django_pgqueue.states import QueueState
 
 
 class Command(BaseCommand):
@@ -43,7 +44,7 @@ class Command(BaseCommand):
                 self.stdout.write("No queue has settings: every queue runs, unlimited.")
             for c in controls:
                 self.stdout.write(
-                    f"{printable(c.name)}: {'PAUSED' if c.paused else 'running'}"
+                    f"{printable(c.name)}: {'PAUSED' if c.paused else QueueState.RUNNING}"
                     f", concurrency limit {c.concurrency_limit or '-'}"
                     f", rate limit {c.rate_limit or '-'}"
                 )

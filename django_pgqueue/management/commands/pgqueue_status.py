@@ -15,15 +15,16 @@ from django_pgqueue import stats
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable, printable_json
 from django_pgqueue.rules import WORKER_OPTIONS
+from django_pgqueue.states import JobStatus, WorkerState
 from django_pgqueue.stats.schedules import ScheduleStatus, schedule_report
 
 COLUMNS = (
     ("queue", "QUEUE"),
     ("runnable", "RUNNABLE"),
     ("scheduled", "SCHEDULED"),
-    ("running", "RUNNING"),
-    ("completed", "COMPLETED"),
-    ("dead", "DEAD"),
+    (JobStatus.RUNNING.value, "RUNNING"),
+    (JobStatus.COMPLETED.value, "COMPLETED"),
+    (JobStatus.DEAD.value, "DEAD"),
     ("oldest", "OLDEST RUNNABLE"),
     ("completed_last_minute", "DONE/1M"),
     ("completed_last_hour", "DONE/1H"),
@@ -66,13 +67,14 @@ def render_table(report: stats.QueueReport) -> str:
     lines += [line(r) for r in rows]
     if not rows:
         lines.append("(no queue)")
-    live = sum(1 for w in report.workers if w.state == "running")
+    live = sum(1 for w in report.workers if w.state == WorkerState.RUNNING)
     lines.append("")
     lines.append(f"Workers running: {live} (seen in the last hour: {len(report.workers)})")
     if not report.exact:
         lines.append(
             f"~ estimate from table statistics; + counted up to the cap "
-            f"({stats.COUNT_CAP:,} rows per count, {stats.WINDOW_CAP:,} for the last hour)."
+            f"({stats.limits.COUNT_CAP:,} rows per count, "
+            f"{stats.limits.WINDOW_CAP:,} for the last hour)."
         )
     return "\n".join(lines)
 
