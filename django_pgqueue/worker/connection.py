@@ -176,3 +176,9 @@ def log_database_error(worker_id: str, exc: BaseException, delay: float) -> None
         )
     else:
         logger.exception("Worker %s: queue database error; retrying in %.1fs", worker_id, delay)
+
+
+def log_database_back(worker_id: str, outage: float | None) -> None:
+    """After a statement succeeded: say so if it ended an outage of ``outage`` seconds."""
+    if outage is not None:
+        logger.info("Worker %s: queue database back after %.1fs; carrying on", worker_id, outage)

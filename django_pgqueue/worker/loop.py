@@ -9,10 +9,8 @@ Threads of one worker process:
 * the **listener** (unless ``PGQUEUE_LISTEN = False``): wakes the loop on NOTIFY.
 
 Everything reaches the loop through one queue of events, so it sleeps in one place and wakes
-for whichever comes first: an outcome, a notification, a signal, or its own timers.
-
-Its parts: :mod:`.capacity` (how many to claim), :mod:`.claims` (the claim, the idle sleep),
-:mod:`.housekeeping` (periodic work), :mod:`.signals`, :mod:`.shutdown`.
+for whichever comes first: an outcome, a notification, a signal, or its own timers. Its parts:
+:mod:`.capacity`, :mod:`.claims`, :mod:`.housekeeping` (periodic work), :mod:`.shutdown`.
 """
 
 from __future__ import annotations
@@ -33,7 +31,12 @@ from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
-from django_pgqueue.worker.connection import Backoff, QueueConnection, log_database_error
+from django_pgqueue.worker.connection import (
+    Backoff,
+    QueueConnection,
+    log_database_back,
+    log_database_error,
+)
 from django_pgqueue.worker.control import (
     QUEUE_SETTINGS_LISTENING,
     QUEUE_SETTINGS_POLL,
@@ -271,13 +274,7 @@ class Worker:
                         next_claim = self._claimer.idle_until()
                     else:
                         next_claim = now
-                outage = backoff.succeeded()
-                if outage is not None:
-                    logger.info(
-                        "Worker %s: queue database back after %.1fs; carrying on",
-                        self.worker_id,
-                        outage,
-                    )
+                log_database_back(self.worker_id, backoff.succeeded())
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
                 if self._connection.stop_preparing(exc):
