@@ -13,6 +13,8 @@ the application uses. Worker subprocesses reach it through libpq's ``PG*`` varia
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -109,6 +111,48 @@ class PrivateCluster:
                 return True
         except psycopg.OperationalError:
             return False
+
+    def standby(self) -> PrivateCluster:
+        """A streaming replica of this cluster (``pg_basebackup -R``) on a port of its own,
+        started; :meth:`promote` makes it the primary."""
+        replica = PrivateCluster.__new__(PrivateCluster)
+        base = Path(tempfile.mkdtemp(prefix="pgqueue-standby-"))
+        replica.cluster = pgdb.Cluster(
+            base=base,
+            user=self.cluster.user,
+            port=free_port(),
+            listen="127.0.0.1",
+            settings=self.cluster.settings,
+        )
+        if replica.cluster.user is not None:
+            entry = pwd.getpwnam(replica.cluster.user)
+            os.chown(base, entry.pw_uid, entry.pw_gid)
+        basebackup = pgdb.find_binary("pg_basebackup")
+        assert basebackup, "pg_basebackup not found"
+        argv = [basebackup, "-D", str(replica.cluster.data), "-R", "-X", "stream", "-c", "fast"]
+        argv += ["-h", "127.0.0.1", "-p", str(self.port), "-U", pgdb.PRIVATE_USER]
+        done = subprocess.run(
+            pgdb.as_user(replica.cluster.user, argv),
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        replica.cluster.socket_dir.mkdir(mode=0o700, exist_ok=True)
+        with open(replica.cluster.data / "postgresql.conf", "a") as conf:
+            conf.write(
+                "\n# The standby's own\n"
+                f"port = {replica.port}\n"
+                f"unix_socket_directories = '{replica.cluster.socket_dir}'\n"
+            )
+        replica.start()
+        return replica
+
+    def promote(self) -> None:
+        result = self.cluster.pg_ctl("-w", "promote")
+        assert result.returncode == 0, result.stdout + result.stderr
 
     def destroy(self) -> None:
         with contextlib.suppress(Exception):

@@ -278,3 +278,40 @@ def test_pgqueue_chaos_restarts_only_the_server_it_was_told_about(private_cluste
     assert result.returncode != 0
     assert f"not from --pgdata {tmp_path}: refusing to restart it" in result.stderr
     assert private_cluster.answers()
+
+
+def test_failover_to_a_promoted_replica(private_cluster, cluster_queue, tmp_path):
+    """The primary goes down for good and its streaming replica is promoted; the worker's
+    DSN lists both (``target_session_attrs=read-write``), so it finds the new primary."""
+    out = tmp_path / "out"
+    standby = private_cluster.standby()
+    env = private_cluster.env(
+        PGHOST="127.0.0.1,127.0.0.1",
+        PGPORT=f"{private_cluster.port},{standby.port}",
+        PGTARGETSESSIONATTRS="read-write",
+        **WORKER_ENV,
+    )
+    proc = start_worker("--threads", "4", env=env)
+    try:
+        cluster_queue.enqueue_many(jobs.record, [(str(out), f"before-{i}") for i in range(10)])
+        wait_for_statuses(cluster_queue, Counter({"completed": 10}))
+        cluster_queue.enqueue_many(jobs.record, [(str(out), f"across-{i}", 2.0) for i in range(3)])
+        wait_until(lambda: len(running_ids(cluster_queue)) == 3)
+        private_cluster.stop("fast")  # streams its last WAL to the replica, and stays down
+        sleep_through(1)
+        standby.promote()
+        new_primary = ClusterQueue(standby)
+        new_primary.enqueue_many(jobs.db_record, [(str(out), f"after-{i}") for i in range(10)])
+        wait_for_statuses(new_primary, Counter({"completed": 23}))
+        assert proc.poll() is None, "the worker exited"
+        assert not running_ids(new_primary)
+    finally:
+        log = stop(proc)
+        standby.destroy()
+        private_cluster.start()
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert "queue database back after" in log.lower(), log
+    names = [f"before-{i}" for i in range(10)] + [f"after-{i}" for i in range(10)]
+    names += [f"across-{i}" for i in range(3)]
+    assert recorded(out) == Counter(names)
