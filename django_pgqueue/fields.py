@@ -31,3 +31,13 @@ class TolerantJSONField(models.JSONField):
         # Migrations see a plain JSONField: reading is all that differs, not the column.
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.JSONField", args, kwargs
+
+
+class TimestampArrayField(models.Field):  # type: ignore[type-arg]
+    """A ``timestamptz[]`` column (psycopg reads it as a list of datetimes), without requiring
+    ``django.contrib.postgres`` in ``INSTALLED_APPS``. Only the queue's SQL writes it."""
+
+    description = "A PostgreSQL array of timestamps with time zone"
+
+    def db_type(self, connection: Any) -> str:
+        return "timestamp with time zone[]"

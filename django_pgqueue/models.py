@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from django_pgqueue.fields import TolerantJSONField
+from django_pgqueue.fields import TimestampArrayField, TolerantJSONField
 from django_pgqueue.managers import JobManager, JobQuerySet
 from django_pgqueue.states import (
     ACTIVE,
@@ -71,6 +71,16 @@ class Job(models.Model):
     progress = TolerantJSONField(
         null=True, blank=True, help_text="What the job last reported with set_progress()."
     )
+    # Limits above one and rates (docs/control.md); NULL on every unlimited job.
+    concurrency_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most running jobs with this concurrency key (NULL: 1)."
+    )
+    concurrency_slot = models.PositiveSmallIntegerField(
+        default=0, db_default=0, help_text="Which of its key's concurrency_limit places it holds."
+    )
+    rate_key = models.CharField(
+        max_length=255, null=True, blank=True, help_text="The rate limit it counts against."
+    )
     schedule = models.CharField(
         max_length=255,
         null=True,
@@ -119,6 +129,13 @@ class Job(models.Model):
                 name="pgqueue_job_finished",
                 condition=Q(status__in=list(FINISHED)),
             ),
+            # Whether limited jobs wait (workers then claim with the statement that counts them).
+            models.Index(
+                fields=["id"],
+                name="pgqueue_job_limited",
+                condition=Q(status=JobStatus.PENDING)
+                & (Q(rate_key__isnull=False) | Q(concurrency_limit__isnull=False)),
+            ),
             # The admin's "dead jobs" view and bulk retry stay fast on big tables.
             models.Index(
                 fields=["queue", "id"], name="pgqueue_job_dead", condition=Q(status=JobStatus.DEAD)
@@ -137,9 +154,12 @@ class Job(models.Model):
                 name="pgqueue_job_unique_active",
                 condition=Q(unique_key__isnull=False, status__in=list(ACTIVE)),
             ),
+            # One running job per key and place: concurrency_limit places per key (1 by default,
+            # the plain claim's only place, 0).
             models.UniqueConstraint(
                 "concurrency_key",
-                name="pgqueue_job_one_running_per_key",
+                "concurrency_slot",
+                name="pgqueue_job_running_per_key_slot",
                 condition=Q(concurrency_key__isnull=False, status=JobStatus.RUNNING),
             ),
             models.CheckConstraint(
@@ -274,7 +294,25 @@ class Queue(models.Model):
         return self.name
 
 
+class RateWindow(models.Model):
+    """The recent starts of one rate limit: a job ``rate_key`` (``key:<rate_key>``) or a queue's
+    ``rate_limit`` (``queue:<name>``). The claim allows a start only while fewer than ``starts``
+    of the ``recent`` ones are younger than ``period`` seconds (a sliding window)."""
+
+    id = models.CharField(max_length=300, primary_key=True)
+    starts = models.PositiveIntegerField()
+    period = models.FloatField(help_text="Seconds.")
+    recent = TimestampArrayField(default=list)
+    updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
+
+    class Meta:
+        db_table = "pgqueue_rate_window"
+
+    def __str__(self) -> str:
+        return f"{self.id}: {self.starts} per {self.period:g}s"
+
+
 # Periodic schedules live with their own code; Django finds the model through this module.
 from django_pgqueue.schedules.models import Schedule  # noqa: E402
 
-__all__ = ["Job", "Queue", "Schedule", "Worker"]
+__all__ = ["Job", "Queue", "RateWindow", "Schedule", "Worker"]

@@ -31,3 +31,21 @@ def resume_queue(name: str) -> None:
     from django_pgqueue import operations
 
     operations.set_paused(operations.DjangoDatabase(settings.DATABASE), _checked(name), False)
+
+
+def limit_queue(
+    name: str, *, concurrency_limit: int | None = None, rate_limit: str | None = None
+) -> None:
+    """Set the queue's limits across every worker; ``None`` removes that limit.
+
+    ``concurrency_limit``: most of its jobs running at once. ``rate_limit``: most job starts per
+    period, ``"10/s"`` (or ``m``, ``h``, ``d``; ``"5/2s"``). Raises before writing anything if
+    one is out of range.
+    """
+    from django_pgqueue import operations
+
+    rules.check(rules.JOB_OPTIONS, "concurrency_limit", concurrency_limit)
+    rules.check(rules.JOB_OPTIONS, "rate_limit", rate_limit)
+    operations.set_limits(
+        operations.DjangoDatabase(settings.DATABASE), _checked(name), concurrency_limit, rate_limit
+    )

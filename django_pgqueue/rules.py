@@ -9,6 +9,7 @@ arithmetic hold with room to spare; ``docs/settings.md`` lists them.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, cast
@@ -133,6 +134,49 @@ class Boolean(Rule):
         return "True or False"
 
 
+#: ``"10/s"``, ``"100/m"``, ``"5/2s"``, ``"1000/h"``, ``"20000/d"``: starts per period.
+_RATE = re.compile(r"([1-9][0-9]{0,6})/([0-9]{0,5}(?:\.[0-9]{1,3})?)(s|m|h|d)")
+_UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+#: The most a concurrency limit allows (running jobs per key or per queue).
+MAX_CONCURRENCY = 10_000
+
+
+def parse_rate(text: str) -> tuple[int, float]:
+    """``"10/s"`` -> ``(10, 1.0)``: starts, and the period in seconds (ValueError if bad)."""
+    match = _RATE.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(
+            "rate_limit must look like '10/s', '100/m', '5/2s', '1000/h' or '20000/d', "
+            f"got {text!r}"
+        )
+    count, multiple, unit = match.groups()
+    period = (float(multiple) if multiple else 1.0) * _UNIT_SECONDS[unit]
+    if not 0.001 <= period <= 7 * 86400:
+        raise ValueError(f"rate_limit's period must be from 1 ms to 7 days, got {text!r}")
+    return int(count), period
+
+
+@dataclass(frozen=True)
+class Rate(Rule):
+    """A rate limit: ``"N/s"`` (or ``m``, ``h``, ``d``, with an optional number: ``"5/2s"``)."""
+
+    nullable: bool = False
+
+    def _problem(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return WrongType(f"must be a string like '10/s', not {type(value).__name__}")
+        try:
+            parse_rate(value)
+        except ValueError as exc:
+            return str(exc).removeprefix("rate_limit ")
+        return None
+
+    def describe(self) -> str:
+        return "starts per period: '10/s', '100/m', '5/2s', '1000/h', '20000/d'" + (
+            " or None" if self.nullable else ""
+        )
+
+
 def _seconds(low: float = 0, *, above: bool = False, nullable: bool = False) -> Number:
     return Number(low, MAX_SECONDS, low_inclusive=not above, nullable=nullable)
 
@@ -145,6 +189,9 @@ JOB_OPTIONS: dict[str, Rule] = {
     "max_attempts": Integer(1, MAX_ATTEMPTS, nullable=True),
     "unique_key": Text(KEY_MAX, nullable=True),
     "concurrency_key": Text(KEY_MAX, nullable=True),
+    "concurrency_limit": Integer(1, MAX_CONCURRENCY, nullable=True),
+    "rate_limit": Rate(nullable=True),
+    "rate_key": Text(KEY_MAX, nullable=True),
     "backoff_base": _seconds(nullable=True),
     "backoff_max": _seconds(nullable=True),
     "timeout": _seconds(above=True, nullable=True),

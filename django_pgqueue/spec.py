@@ -38,6 +38,12 @@ class JobSpec:
     run_after: datetime | timedelta | None = None
     unique_key: str | None = None
     concurrency_key: str | None = None
+    #: At most this many jobs with the same ``concurrency_key`` run at once (None: 1).
+    concurrency_limit: int | None = None
+    #: At most N starts per period (``"10/s"``) of jobs with the same ``rate_key``...
+    rate_limit: str | None = None
+    #: ... (None: the job's name), across every worker (docs/control.md).
+    rate_key: str | None = None
     #: Retry delay: ``backoff_base * 2 ** (attempt - 1)`` seconds (plus jitter) ...
     #: (seconds, or a timedelta: kept as seconds)
     backoff_base: float | None = None
@@ -121,6 +127,21 @@ class JobSpec:
         )
 
     # ----- values resolved against the settings ----------------------------------------------
+
+    @property
+    def limited(self) -> bool:
+        """Whether the claim must count this job against a limit above one or a rate."""
+        return self.rate_limit is not None or (self.concurrency_limit or 1) > 1
+
+    @property
+    def resolved_concurrency_limit(self) -> int | None:
+        """Stored on the row only above 1 (and with a key): NULL keeps the plain claim's rule."""
+        limit = self.concurrency_limit
+        return limit if limit is not None and limit > 1 and self.concurrency_key else None
+
+    @property
+    def resolved_rate_key(self) -> str | None:
+        return None if self.rate_limit is None else (self.rate_key or self.name)
 
     @property
     def resolved_queue(self) -> str:

@@ -579,6 +579,16 @@ def test_dashboard_pauses_and_resumes_a_queue_and_shows_paused_ones_first(admin_
     assert admin_client.get(QUEUE_CONTROL).status_code == 405
 
 
+def test_dashboard_shows_a_queues_limits(admin_client):
+    from django_pgqueue import limit_queue
+
+    make("pending", queue="reports")
+    limit_queue("reports", concurrency_limit=4, rate_limit="10/s")
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert "at most 4 running, 10/s" in html
+    limit_queue("reports")
+
+
 def test_pausing_a_queue_needs_the_change_permission(staff_client):
     client = staff_client("view_job")
     make("pending", queue="emails")

@@ -59,6 +59,7 @@ from django_pgqueue.operations.outcomes import (
 from django_pgqueue.operations.queues import (
     QUEUES_CHANGED,
     QueueControl,
+    limits_in_use,
     queue_controls,
     set_limits,
     set_paused,
@@ -97,6 +98,7 @@ __all__ = [
     "insert",
     "insert_many",
     "jobs_from_rows",
+    "limits_in_use",
     "listen",
     "lock_schedule_sync",
     "locked_jobs",

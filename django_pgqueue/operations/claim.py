@@ -10,6 +10,7 @@ from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import JOB_COLUMNS
 from django_pgqueue.sql import claim as sql
+from django_pgqueue.sql import limits as limits_sql
 from django_pgqueue.states import JobStatus
 
 if TYPE_CHECKING:
@@ -56,18 +57,19 @@ def claim_counted(
     worker stopped heartbeating are taken first, in a statement of their own; those out of
     attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
     (the second value): a claim that took ``limit`` rows was not short of work.
-    With ``controlled`` (some queue has settings: ``pgqueue_queue`` has rows), the claim leaves
-    out the jobs of paused queues.
+    With ``controlled`` (some queue has settings, or limits are in use), the limited claim
+    (``sql.limits``) leaves out paused queues and keeps every concurrency and rate limit; the
+    plain one leaves rate-limited jobs alone and runs one job per concurrency key.
     """
     params: dict[str, Any] = {
         "worker": worker_id,
         "limit": limit,
         "visibility": visibility_timeout,
     }
-    statement = sql.CONTROLLED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
+    statement = limits_sql.LIMITED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
     if queues:
         params["queues"] = list(queues)
-        statement = sql.CONTROLLED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
+        statement = limits_sql.LIMITED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
     if reclaim:
         with db.atomic(), db.cursor() as cursor:
@@ -78,6 +80,8 @@ def claim_counted(
     for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
         try:
             with db.atomic(), db.cursor() as cursor:
+                if controlled:  # claims counting the same limits, one after the other
+                    cursor.execute(limits_sql.LOCK_LIMITS)
                 cursor.execute(statement, params)
                 rows = cursor.fetchall()
             break

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from django_pgqueue import rules
 from django_pgqueue.operations.db import Database, psycopg_cursor
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import TABLE, Cursor
@@ -38,7 +39,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
     queue = spec.resolved_queue
     run_after = spec.resolved_run_after()
     max_attempts = spec.resolved_max_attempts
-    row = (
+    row: tuple[object, ...] = (
         queue,
         spec.name,
         args_json,
@@ -49,9 +50,15 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
         spec.unique_key,
         spec.concurrency_key,
     )
+    statement = sql.INSERT_ONE
+    if spec.limited:
+        row = (*row, spec.resolved_concurrency_limit, spec.resolved_rate_key)
+        statement = sql.INSERT_ONE_LIMITED
     with db.cursor() as cursor:
+        if spec.limited:
+            register_limits(cursor, spec)
         for _ in range(_UNIQUE_RETRIES):
-            cursor.execute(sql.INSERT_ONE, row)
+            cursor.execute(statement, row)
             inserted = cursor.fetchone()
             if inserted is not None:
                 job = Job(
@@ -66,6 +73,8 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                     max_attempts=max_attempts,
                     unique_key=spec.unique_key,
                     concurrency_key=spec.concurrency_key,
+                    concurrency_limit=spec.resolved_concurrency_limit,
+                    rate_key=spec.resolved_rate_key,
                     created_at=inserted[2],
                 )
                 job._state.adding = False
@@ -106,11 +115,15 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
         if run_after is None:
             raw.execute(sql.TRANSACTION_NOW)
             run_after = raw.fetchone()[0]  # type: ignore[index]
+        limits: tuple[object, ...] = ()
+        if spec.limited:
+            register_limits(cursor, spec)
+            limits = (spec.resolved_concurrency_limit, spec.resolved_rate_key)
         for start in range(0, len(payloads), BULK_BATCH_SIZE):
             batch = payloads[start : start + BULK_BATCH_SIZE]
             raw.execute(sql.RESERVE_IDS, [TABLE, len(batch)])
             batch_ids = [row[0] for row in raw.fetchall()]
-            with raw.copy(sql.COPY_MANY) as copy:
+            with raw.copy(sql.COPY_MANY_LIMITED if limits else sql.COPY_MANY) as copy:
                 for job_id, (args_json, kwargs_json) in zip(batch_ids, batch, strict=True):
                     copy.write_row(
                         (
@@ -123,6 +136,7 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
                             run_after,
                             max_attempts,
                             spec.concurrency_key,
+                            *limits,
                         )
                     )
             ids += batch_ids
@@ -130,6 +144,19 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(spec, args_json, kwargs_json, job_id, run_after, False)
     return ids
+
+
+def register_limits(cursor: Cursor, spec: JobSpec) -> None:
+    """Before a limited job is written: its rate limit's window exists (with the spec's rate),
+    and the workers are told to claim with the statement that counts limits."""
+    from django_pgqueue.sql import control as control_sql
+    from django_pgqueue.sql import limits as limits_sql
+
+    rate_key = spec.resolved_rate_key
+    if rate_key is not None and spec.rate_limit is not None:
+        starts, period = rules.parse_rate(spec.rate_limit)
+        cursor.execute(limits_sql.DEFINE_WINDOW, [limits_sql.key_window(rate_key), starts, period])
+    cursor.execute(control_sql.NOTIFY_CONTROL, [control_sql.LIMITS_CHANGED])
 
 
 def notify(cursor: Cursor, queues: Sequence[str]) -> None:

@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django_pgqueue import rules
 from django_pgqueue.operations.db import Database
 from django_pgqueue.sql import Cursor
 from django_pgqueue.sql import control as control_sql
+from django_pgqueue.sql import limits as limits_sql
 from django_pgqueue.sql import queues as sql
 
 #: The payload of the NOTIFY a queue change sends.
@@ -44,9 +46,22 @@ def set_paused(db: Database, name: str, paused: bool) -> None:
 def set_limits(
     db: Database, name: str, concurrency_limit: int | None, rate_limit: str | None
 ) -> None:
-    """Set (``None``: remove) the limits of the queue ``name``."""
+    """Set (``None``: remove) the limits of the queue ``name`` (checked by the caller)."""
     with _changing(db, name) as cursor:
         cursor.execute(sql.SET_LIMITS, [name, concurrency_limit, rate_limit])
+        window = limits_sql.queue_window(name)
+        if rate_limit is None:
+            cursor.execute(limits_sql.DROP_WINDOW, [window])
+        else:
+            starts, period = rules.parse_rate(rate_limit)
+            cursor.execute(limits_sql.DEFINE_WINDOW, [window, starts, period])
+
+
+def limits_in_use(db: Database) -> bool:
+    """Whether rate windows exist or limited jobs wait (then workers claim counting them)."""
+    with db.cursor() as cursor:
+        cursor.execute(limits_sql.LIMITS_IN_USE)
+        return bool(cursor.fetchone()[0])
 
 
 def queue_controls(db: Database) -> list[QueueControl]:

@@ -5,14 +5,15 @@
 * ``CLAIM_*``: runnable pending jobs, per queue in the order given, priority then run_after.
   A job with a concurrency key is skipped while another job with that key runs; the advisory
   lock keeps two concurrent claims from both taking the same key, and the partial unique
-  index ``pgqueue_job_one_running_per_key`` is the final word.
+  index ``pgqueue_job_running_per_key_slot`` (key, place 0 here) is the final word. Jobs with
+  a rate limit are left to the limited claim (``sql.limits``), which also runs jobs with a
+  ``concurrency_limit`` above one in their other places.
 * Every claim counts an attempt; a stale job that has used all its attempts goes ``dead``.
 """
 
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
-from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -21,7 +22,7 @@ _DEAD = f"'{JobStatus.DEAD.value}'"
 _CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 
 _FRESH_FILTER = f"""
-    status = {_PENDING} AND run_after <= now()
+    status = {_PENDING} AND run_after <= now() AND rate_key IS NULL
     AND (concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM {TABLE} r
                     WHERE r.status = {_RUNNING} AND r.concurrency_key = j.concurrency_key)
@@ -32,7 +33,7 @@ _FRESH_COLUMNS = "id, concurrency_key, priority, run_after"
 
 _FRESH_ALL_QUEUES = f"""
     SELECT {_FRESH_COLUMNS} FROM {TABLE} j
-    WHERE {_FRESH_FILTER} {{controls}}
+    WHERE {_FRESH_FILTER}
     {_FRESH_ORDER}
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -42,7 +43,7 @@ _FRESH_NAMED_QUEUES = f"""
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
         SELECT {_FRESH_COLUMNS} FROM {TABLE} j
-        WHERE j.queue = q.name AND {_FRESH_FILTER} {{controls}}
+        WHERE j.queue = q.name AND {_FRESH_FILTER}
         {_FRESH_ORDER}
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -50,10 +51,6 @@ _FRESH_NAMED_QUEUES = f"""
     LIMIT %(limit)s
 """
 
-# Runtime control (docs/control.md): while any queue has settings (a row in pgqueue_queue),
-# workers claim with the CONTROLLED_* statements, which leave out the jobs of paused queues;
-# otherwise with the plain ones, which never look at that table.
-_CONTROLS = f"AND {not_paused('j.queue')}"
 
 # A stale job that has used all its attempts goes dead instead of running again; one that was
 # asked to stop (``cancel()`` while it ran) goes cancelled.
@@ -103,6 +100,8 @@ UPDATE {TABLE} j SET
     locked_by = {_when_lost_for_good("j.locked_by", "%(worker)s")},
     started_at = {_when_lost_for_good("j.started_at", "now()")},
     finished_at = {_when_lost_for_good("now()", "NULL")},
+    -- A fresh job runs in its key's place 0 (the limited claim gives the others).
+    concurrency_slot = CASE WHEN j.status = {_PENDING} THEN 0 ELSE j.concurrency_slot END,
     last_error = CASE WHEN j.status = {_RUNNING} THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts || ' (lock taken at ' || j.locked_at || ')'
@@ -118,14 +117,8 @@ RETURNING {job_columns("j")}
 """
 
 
-def _claim_fresh(fresh: str, controls: str = "") -> str:
-    return _CLAIM.format(picked=_PICK_FRESH.format(fresh=fresh.format(controls=controls)))
-
-
-CLAIM_ALL_QUEUES = _claim_fresh(_FRESH_ALL_QUEUES)
-CLAIM_NAMED_QUEUES = _claim_fresh(_FRESH_NAMED_QUEUES)
-CONTROLLED_CLAIM_ALL_QUEUES = _claim_fresh(_FRESH_ALL_QUEUES, _CONTROLS)
-CONTROLLED_CLAIM_NAMED_QUEUES = _claim_fresh(_FRESH_NAMED_QUEUES, _CONTROLS)
+CLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_ALL_QUEUES))
+CLAIM_NAMED_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_NAMED_QUEUES))
 RECLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_STALE.format(queue_filter=""))
 RECLAIM_NAMED_QUEUES = _CLAIM.format(
     picked=_PICK_STALE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")

@@ -37,3 +37,5 @@ WHERE j.id = p.key::bigint AND j.status = {_RUNNING} AND j.locked_by = %s
 """
 
 NOTIFY_CONTROL = f"SELECT pg_notify('{CONTROL_CHANNEL}', %s)"
+#: The payload when limited jobs were enqueued or a limit changed: workers re-read the settings.
+LIMITS_CHANGED = "limits"

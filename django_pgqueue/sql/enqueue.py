@@ -26,6 +26,17 @@ DO NOTHING
 RETURNING id, run_after, created_at
 """
 
+# Jobs with a limit above one or a rate (docs/control.md): two more columns. Only these
+# statements name them, so the unlimited path's statements stay as they were.
+_LIMITED_COLUMNS = (*INSERT_COLUMNS, "concurrency_limit", "rate_key")
+INSERT_ONE_LIMITED = f"""
+INSERT INTO {TABLE} ({", ".join(_LIMITED_COLUMNS)})
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s, %s)
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
+DO NOTHING
+RETURNING id, run_after, created_at
+"""
+
 RESERVE_IDS = "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)"
 
 #: The transaction's ``now()``: what the run_after column defaults to.
@@ -33,6 +44,12 @@ TRANSACTION_NOW = "SELECT now()"
 
 COPY_MANY = f"""
 COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key)
+FROM STDIN
+"""
+
+COPY_MANY_LIMITED = f"""
+COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
+              concurrency_limit, rate_key)
 FROM STDIN
 """
 

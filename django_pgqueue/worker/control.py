@@ -50,16 +50,19 @@ class QueueSettings:
 
     def __init__(self) -> None:
         self.controls: list[operations.QueueControl] = []
+        self.limits = False
 
     @property
     def active(self) -> bool:
-        """Whether any queue has settings (then claims obey them)."""
-        return bool(self.controls)
+        """Whether any queue has settings or limits are in use (then claims obey them)."""
+        return bool(self.controls) or self.limits
 
     def read(self, db: Database) -> bool:
         """Read them again; returns whether they changed."""
         controls = operations.queue_controls(db)
-        changed = controls != self.controls
+        limits = operations.limits_in_use(db)
+        changed = controls != self.controls or limits != self.limits
+        self.limits = limits
         if changed:
             paused = sorted(c.name for c in controls if c.paused)
             logger.info("Queue settings changed; paused: %s", ", ".join(paused) or "none")

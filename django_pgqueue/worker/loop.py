@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from django_pgqueue import operations, rules
 from django_pgqueue.conf import settings
-from django_pgqueue.operations import DATABASE_ERRORS, QUEUES_CHANGED, Outcome
+from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
 from django_pgqueue.worker.capacity import Capacity
@@ -321,7 +321,7 @@ class Worker:
             elif event is _WAKE:
                 self._woken = True
             elif isinstance(event, ControlEvent):
-                if event.payload != QUEUES_CHANGED:  # a cancellation, or a reconnection
+                if event.payload in ("cancel", "reconnected"):
                     self._control.notified()
                 if event.payload != "cancel":
                     self._queue_settings_task.next_at = 0.0

@@ -291,3 +291,39 @@ def interrupts_its_thread(marker: str) -> None:
         Path(marker).write_text("fired")
 
     threading.Thread(target=fire, daemon=True).start()
+
+
+def _probe(table: str, key: str, seconds: float) -> None:
+    """Records when this run started and ended (the database's clock) in ``table``."""
+    from django.db import connection
+
+    me = current_job()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (job_id, key, started) "
+            "VALUES (%s, %s, extract(epoch FROM clock_timestamp()))",
+            [me.id, key],
+        )
+    time.sleep(seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET ended = extract(epoch FROM clock_timestamp()) WHERE job_id = %s",
+            [me.id],
+        )
+
+
+@job(concurrency_limit=3)
+def three_at_a_time(table: str, key: str, seconds: float) -> None:
+    """At most 3 running per concurrency key (given with using(concurrency_key=...))."""
+    _probe(table, key, seconds)
+
+
+@job
+def probe(table: str, key: str, seconds: float) -> None:
+    _probe(table, key, seconds)
+
+
+@job(rate_limit="10/s", rate_key="stripe")
+def charge(order_id: int) -> int:
+    """At most 10 starts per second across all workers."""
+    return order_id

@@ -1,4 +1,5 @@
-"""``manage.py pgqueue_queue pause|resume|list``: runtime control of queues, for every worker.
+"""``manage.py pgqueue_queue pause|resume|limit|list``: runtime control of queues, for every
+worker.
 
 Thin: each subcommand calls the library (``pause_queue``, ``resume_queue``...).
 """
@@ -9,11 +10,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from django_pgqueue import operations, pause_queue, resume_queue
+from django_pgqueue import limit_queue, operations, pause_queue, resume_queue
 from django_pgqueue.conf import settings
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable
-from django_pgqueue.rules import WORKER_OPTIONS
+from django_pgqueue.rules import JOB_OPTIONS, WORKER_OPTIONS
 from django_pgqueue.states import QueueState
 
 
@@ -28,6 +29,22 @@ class Command(BaseCommand):
         ):
             command = sub.add_parser(action, help=text)
             command.add_argument("name", metavar="NAME", type=of(WORKER_OPTIONS["queue"]))
+        limit = sub.add_parser(
+            "limit", help="set the queue's limits (an option left out removes that limit)"
+        )
+        limit.add_argument("name", metavar="NAME", type=of(WORKER_OPTIONS["queue"]))
+        limit.add_argument(
+            "--concurrency",
+            type=of(JOB_OPTIONS["concurrency_limit"]),
+            default=None,
+            help="most of its jobs running at once, across every worker",
+        )
+        limit.add_argument(
+            "--rate",
+            type=of(JOB_OPTIONS["rate_limit"]),
+            default=None,
+            help="most job starts per period: 10/s, 100/m, 5/2s, 1000/h, 20000/d",
+        )
         sub.add_parser("list", help="the queues that have settings (the others run, unlimited)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,6 +55,16 @@ class Command(BaseCommand):
         elif action == "resume":
             resume_queue(options["name"])
             self.stdout.write(f"Queue {printable(options['name'])} resumed.")
+        elif action == "limit":
+            limit_queue(
+                options["name"],
+                concurrency_limit=options["concurrency"],
+                rate_limit=options["rate"],
+            )
+            self.stdout.write(
+                f"Queue {printable(options['name'])}: concurrency limit "
+                f"{options['concurrency'] or 'none'}, rate limit {options['rate'] or 'none'}."
+            )
         else:
             controls = operations.queue_controls(operations.DjangoDatabase(settings.DATABASE))
             if not controls:

@@ -1,0 +1,186 @@
+"""The limited claim: concurrency limits above one, queue concurrency limits, rate limits.
+
+Workers use it while some queue has settings or limited jobs exist (``sql.claim``'s plain
+statement otherwise), in one transaction of two statements:
+
+1. :data:`LOCK_LIMITS` takes a transaction-level advisory lock per rate window and per queue
+   with a concurrency limit, in one order. Claims that count the same limits run one after
+   the other, and since each statement of a READ COMMITTED transaction sees what committed
+   before it started, the second statement counts every start and run of the claims before.
+2. ``LIMITED_CLAIM_*`` picks runnable jobs of queues not paused, within every limit, and in
+   the same statement records their starts in the rate windows and gives each keyed job a
+   free place (``concurrency_slot``) among its key's ``concurrency_limit``; the partial unique
+   index on (key, place) of running jobs refuses two jobs in one place whatever happens.
+
+A rate window (``pgqueue_rate_window``) keeps the last ``starts`` start times of its key: a
+job may start while fewer than ``starts`` of them are younger than ``period`` seconds, so no
+window of ``period`` seconds ever holds more than ``starts`` starts (a sliding window). Start
+times are the claim statement's ``statement_timestamp()``, also written as the jobs'
+``started_at``. A job held back by a limit is not touched: no attempt spent, its place kept.
+"""
+
+from __future__ import annotations
+
+from django_pgqueue.sql import TABLE, job_columns
+from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
+from django_pgqueue.states import JobStatus
+
+WINDOW_TABLE = "pgqueue_rate_window"
+
+_RUNNING = f"'{JobStatus.RUNNING.value}'"
+_PENDING = f"'{JobStatus.PENDING.value}'"
+_NOW = "statement_timestamp()"
+
+
+def key_window(rate_key: str) -> str:
+    """The window id of a job ``rate_key``."""
+    return f"key:{rate_key}"
+
+
+def queue_window(queue: str) -> str:
+    """The window id of a queue's ``rate_limit``."""
+    return f"queue:{queue}"
+
+
+#: Create a rate window, or change its rate (its recent starts are kept).
+DEFINE_WINDOW = f"""
+INSERT INTO {WINDOW_TABLE} AS w (id, starts, period, recent, updated_at)
+VALUES (%s, %s, %s, '{{}}', now())
+ON CONFLICT (id) DO UPDATE SET starts = EXCLUDED.starts, period = EXCLUDED.period,
+    updated_at = now()
+WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
+"""
+
+DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
+
+#: Whether any limit is in use: rate windows, or limited jobs waiting (a small partial index).
+LIMITS_IN_USE = f"""
+SELECT EXISTS (SELECT 1 FROM {WINDOW_TABLE})
+    OR EXISTS (SELECT 1 FROM {TABLE} WHERE status = {_PENDING}
+               AND (rate_key IS NOT NULL OR concurrency_limit IS NOT NULL))
+"""
+
+LOCK_LIMITS = f"""
+SELECT count(pg_advisory_xact_lock(hashtextextended('pgqueue-limit:' || l.id, 0))) FROM (
+    SELECT id FROM {WINDOW_TABLE}
+    UNION
+    SELECT 'queue:' || name FROM {QUEUE_TABLE} WHERE concurrency_limit IS NOT NULL
+    ORDER BY 1
+) l
+"""
+
+
+def _free(window: str) -> str:
+    """How many more starts the window ``window`` allows now."""
+    return f"""({window}.starts - (SELECT count(*) FROM unnest({window}.recent) AS s(t)
+        WHERE s.t > {_NOW} - make_interval(secs => {window}.period)))"""
+
+
+def _running(column: str, value: str) -> str:
+    return f"(SELECT count(*) FROM {TABLE} x WHERE x.status = {_RUNNING} AND x.{column} = {value})"
+
+
+# Per row, so that jobs held back never fill the LIMIT: a job whose key, queue or window is full
+# is not a candidate at all.
+_FILTER = f"""
+    status = {_PENDING} AND run_after <= now() AND {not_paused("j.queue")}
+    AND (concurrency_key IS NULL OR (
+        {_running("concurrency_key", "j.concurrency_key")} < coalesce(j.concurrency_limit, 1)
+        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || concurrency_key, 0))))
+    AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qc WHERE qc.name = j.queue
+        AND qc.concurrency_limit IS NOT NULL
+        AND {_running("queue", "j.queue")} >= qc.concurrency_limit)
+    AND NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} qw
+        WHERE qw.id = 'queue:' || j.queue AND {_free("qw")} <= 0)
+    AND (rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
+        WHERE kw.id = 'key:' || j.rate_key AND {_free("kw")} <= 0))
+"""
+_ORDER = "ORDER BY priority DESC, run_after, id"
+_COLUMNS = "id, queue, concurrency_key, concurrency_limit, rate_key, priority, run_after"
+
+_FRESH_ALL_QUEUES = f"""
+    SELECT {_COLUMNS} FROM {TABLE} j WHERE {_FILTER} {_ORDER}
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+"""
+
+_FRESH_NAMED_QUEUES = f"""
+    SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    CROSS JOIN LATERAL (
+        SELECT {_COLUMNS} FROM {TABLE} j WHERE j.queue = q.name AND {_FILTER} {_ORDER}
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    ) c
+    LIMIT %(limit)s
+"""
+
+_ORDER_F = "ORDER BY f.priority DESC, f.run_after, f.id"
+
+
+def _record_starts(prefix: str, column: str) -> str:
+    """Add the picked jobs' starts to their windows (the newest ``starts`` are kept)."""
+    return f"""UPDATE {WINDOW_TABLE} w SET recent = (
+        SELECT coalesce(array_agg(t ORDER BY t), ARRAY[]::timestamptz[]) FROM (
+            SELECT u.t FROM unnest(w.recent || array_fill({_NOW}, ARRAY[p.n::int])) AS u(t)
+            WHERE u.t > {_NOW} - make_interval(secs => w.period)
+            ORDER BY u.t DESC LIMIT w.starts) x)
+    FROM (SELECT '{prefix}' || {column} AS id, count(*) AS n FROM picked
+          WHERE {column} IS NOT NULL GROUP BY {column}) p
+    WHERE w.id = p.id"""
+
+
+_CLAIM = f"""
+WITH fresh AS MATERIALIZED ({{fresh}}
+), ranked AS (
+    SELECT f.*,
+        row_number() OVER (PARTITION BY f.queue {_ORDER_F}) AS queue_n,
+        row_number() OVER (PARTITION BY f.rate_key {_ORDER_F}) AS rate_n
+    FROM fresh f
+), eligible AS (
+    SELECT r.* FROM ranked r
+    LEFT JOIN {QUEUE_TABLE} qc ON qc.name = r.queue
+    LEFT JOIN {WINDOW_TABLE} qw ON qw.id = 'queue:' || r.queue
+    LEFT JOIN {WINDOW_TABLE} kw ON kw.id = 'key:' || r.rate_key
+    WHERE (qc.concurrency_limit IS NULL
+           OR r.queue_n <= qc.concurrency_limit - {_running("queue", "r.queue")})
+      AND (qw.id IS NULL OR r.queue_n <= {_free("qw")})
+      AND (kw.id IS NULL OR r.rate_n <= {_free("kw")})
+), keyed AS (
+    SELECT e.id, e.concurrency_key, coalesce(e.concurrency_limit, 1) AS places,
+        row_number() OVER (PARTITION BY e.concurrency_key
+                           ORDER BY e.priority DESC, e.run_after, e.id) AS n
+    FROM eligible e WHERE e.concurrency_key IS NOT NULL
+), placed AS (
+    -- The n-th job of a key takes the n-th free place of that key.
+    SELECT k.id, p.place FROM keyed k
+    CROSS JOIN LATERAL (
+        SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
+        WHERE NOT EXISTS (SELECT 1 FROM {TABLE} x WHERE x.status = {_RUNNING}
+                          AND x.concurrency_key = k.concurrency_key
+                          AND x.concurrency_slot = g.place)
+        ORDER BY g.place OFFSET k.n - 1 LIMIT 1
+    ) p
+), picked AS MATERIALIZED (
+    SELECT e.id, e.queue, e.rate_key, pl.place FROM eligible e
+    LEFT JOIN placed pl ON pl.id = e.id
+    WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
+    ORDER BY e.priority DESC, e.run_after, e.id
+    LIMIT %(limit)s
+), key_starts AS (
+    {_record_starts("key:", "rate_key")}
+), queue_starts AS (
+    {_record_starts("queue:", "queue")}
+)
+UPDATE {TABLE} j SET
+    status = {_RUNNING},
+    attempts = least(j.attempts, 2147483646) + 1,
+    locked_at = {_NOW},
+    locked_by = %(worker)s,
+    started_at = {_NOW},
+    finished_at = NULL,
+    concurrency_slot = coalesce(p.place, 0)
+FROM picked p
+WHERE j.id = p.id
+RETURNING {job_columns("j")}
+"""
+
+LIMITED_CLAIM_ALL_QUEUES = _CLAIM.format(fresh=_FRESH_ALL_QUEUES)
+LIMITED_CLAIM_NAMED_QUEUES = _CLAIM.format(fresh=_FRESH_NAMED_QUEUES)
