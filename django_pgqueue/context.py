@@ -13,6 +13,7 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django_pgqueue.arguments import jsonb_storable
@@ -27,7 +28,17 @@ _local = threading.local()
 class CurrentJob:
     """The running attempt of a job, as the job itself sees it."""
 
-    __slots__ = ("_cancel", "_lock", "_progress", "attempt", "id", "max_attempts", "name", "queue")
+    __slots__ = (
+        "_cancel",
+        "_lock",
+        "_progress",
+        "attempt",
+        "claimed_at",
+        "id",
+        "max_attempts",
+        "name",
+        "queue",
+    )
 
     def __init__(self, job: Job) -> None:
         self.id: int = job.pk
@@ -36,6 +47,8 @@ class CurrentJob:
         #: The attempt running, from 1.
         self.attempt: int = job.attempts
         self.max_attempts: int = job.max_attempts
+        #: When the claim took it (the database's clock): what rate limits count.
+        self.claimed_at: datetime | None = job.started_at
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._progress: str | None = None  # JSON not yet written

@@ -79,8 +79,10 @@ def claim_counted(
     stale_rows, rows = rows, []
     for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
         try:
-            with db.atomic(), db.cursor() as cursor:
-                if controlled:  # claims counting the same limits, one after the other
+            # The limited claim is two statements in a real transaction: its advisory locks
+            # (claims counting the same limits, one after the other) last until it commits.
+            with db.transaction() if controlled else db.atomic(), db.cursor() as cursor:
+                if controlled:
                     cursor.execute(limits_sql.LOCK_LIMITS)
                 cursor.execute(statement, params)
                 rows = cursor.fetchall()

@@ -324,6 +324,16 @@ def probe(table: str, key: str, seconds: float) -> None:
 
 
 @job(rate_limit="10/s", rate_key="stripe")
-def charge(order_id: int) -> int:
-    """At most 10 starts per second across all workers."""
+def charge(order_id: int, table: str = "") -> int:
+    """At most 10 starts per second across all workers; records its claim time in ``table``."""
+    if table:
+        from django.db import connection
+
+        me = current_job()
+        assert me.claimed_at is not None
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (job_id, key, started, ended) VALUES (%s, 'stripe', %s, %s)",
+                [me.id, me.claimed_at.timestamp(), me.claimed_at.timestamp()],
+            )
     return order_id
