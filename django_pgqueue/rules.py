@@ -270,6 +270,9 @@ BENCH_OPTIONS: dict[str, Rule] = {
     "sample_seconds": _seconds(above=True),
     "reader_transaction_seconds": _seconds(above=True),
     "readers": Integer(1, 1_000),
+    # pgqueue_chaos
+    "fault_interval": Number(0, 1_000_000, low_inclusive=False),
+    "rounds": Integer(1, 100),
 }
 
 

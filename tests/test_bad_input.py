@@ -202,10 +202,12 @@ def test_every_bad_setting_is_reported_at_once():
     assert "at most 100 years" in nan_message.hint
 
 
-def test_big_floats_come_back_as_equal_numbers():
-    """Documented (docs/jobs.md): jsonb keeps numbers as numeric, so an integral float from
-    1e16 up comes back as an int of the same value."""
-    stored = echo.enqueue(1e16, 0.5)
+def test_big_floats_come_back_as_ints_that_float_gives_back():
+    """Documented (docs/jobs.md): jsonb keeps numbers as numeric, so a float from 1e16 up comes
+    back as an int of the digits Python wrote, and ``float()`` gives back the float passed."""
+    stored = echo.enqueue(1e16, 2.0**60, 0.5, 1e15)
     args = Job.objects.get(pk=stored.pk).args
-    assert args == [1e16, 0.5]
-    assert isinstance(args[1], float)
+    assert args == [10**16, 1152921504606847000, 0.5, 1e15]
+    assert [type(a) for a in args] == [int, int, float, float]
+    assert float(args[0]) == 1e16
+    assert float(args[1]) == 2.0**60

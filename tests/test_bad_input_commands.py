@@ -88,6 +88,15 @@ BAD_OPTIONS = [
     ("pgqueue_bench", "--readers=0", "--readers: must be between 1 and 1,000"),
     ("pgqueue_bench", "--readers=nan", "--readers: must be a whole number"),
     ("pgqueue_bench", "--phases=,", "--phases: no phase given"),
+    # pgqueue_chaos
+    ("pgqueue_chaos", "--rate=nan", "--rate: must be finite, got nan"),
+    ("pgqueue_chaos", "--rate=0", "--rate: must be more than 0"),
+    ("pgqueue_chaos", "--job-ms=inf", "--job-ms: must be finite"),
+    ("pgqueue_chaos", "--fault-interval=-1", "--fault-interval: must be more than 0"),
+    ("pgqueue_chaos", "--rounds=nan", "--rounds: must be a whole number"),
+    ("pgqueue_chaos", "--rounds=101", "--rounds: must be between 1 and 100"),
+    ("pgqueue_chaos", "--processes=-1", "--processes: must be between 1 and 1,000"),
+    ("pgqueue_chaos", "--drain-timeout=nan", "--drain-timeout: must be finite"),
     ("pgqueue_bench", "--phases=drain,nope", "--phases: unknown phases nope"),
 ]
 

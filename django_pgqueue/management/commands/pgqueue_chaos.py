@@ -28,11 +28,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         d = chaos.ChaosOptions()
         parser.add_argument(
-            "--rate", type=float, default=d.rate, help=f"Jobs per second (default: {d.rate:g})."
+            "--rate",
+            type=of(BENCH_OPTIONS["rate"]),
+            default=d.rate,
+            help=f"Jobs per second (default: {d.rate:g}).",
         )
         parser.add_argument(
             "--job-ms",
-            type=float,
+            type=of(BENCH_OPTIONS["job_ms"]),
             default=d.job_ms,
             help=f"Each job sleeps this long (default: {d.job_ms:g} ms).",
         )
@@ -56,13 +59,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--fault-interval",
-            type=float,
+            type=of(BENCH_OPTIONS["fault_interval"]),
             default=d.fault_interval,
             help=f"Seconds between faults (default: {d.fault_interval:g}).",
         )
         parser.add_argument(
             "--rounds",
-            type=int,
+            type=of(BENCH_OPTIONS["rounds"]),
             default=d.rounds,
             help="Times through the fault list (default: 1).",
         )
@@ -106,11 +109,6 @@ class Command(BaseCommand):
             if options["faults"] != ",".join(chaos.FAULTS):
                 raise CommandError("the restart fault needs --allow-restart and --pgdata")
             faults = tuple(f for f in faults if f != "restart")
-        for name in ("rate", "job_ms", "fault_interval"):
-            if not options[name] > 0 or options[name] > 1e6:
-                raise CommandError(f"--{name.replace('_', '-')} must be a positive number")
-        if not 1 <= options["rounds"] <= 100:
-            raise CommandError("--rounds must be between 1 and 100")
         try:
             result = chaos.ChaosRun(
                 chaos.ChaosOptions(
