@@ -107,6 +107,19 @@ def test_an_error_message_with_a_nul_and_a_lone_surrogate_is_recorded_escaped(tm
     assert "unreachable" not in log
 
 
+def test_a_100_mb_error_message_is_stored_cut_in_the_middle(tmp_path):
+    out = tmp_path / "out"
+    faulty, values = enqueue_around(out, jobs.raises_huge_message.enqueue)
+    burst("--threads", "1")
+    assert_healthy_ran_once(out, values)
+    row = Job.objects.get(pk=faulty)
+    assert (row.status, row.attempts) == ("dead", 2)
+    assert len(row.last_error) < 70_000
+    assert "characters cut ...]" in row.last_error
+    assert row.last_error.startswith("Traceback (most recent call last)")
+    assert row.last_error.rstrip().endswith("xxxx")
+
+
 def test_an_exception_whose_str_raises_is_recorded(tmp_path):
     out = tmp_path / "out"
     faulty, values = enqueue_around(out, jobs.raises_unprintable.enqueue)
@@ -329,6 +342,34 @@ def test_an_unknown_job_name_fails_that_job_with_retries(tmp_path):
     assert (job.status, job.attempts) == ("dead", 3)
     assert error_classes(job) == ["django_pgqueue.exceptions.UnknownJob"] * 3
     assert "No job named 'tests.nowhere.gone' is registered in this worker" in job.last_error
+
+
+def test_a_row_running_without_a_lock_is_taken_back_like_any_stale_job(tmp_path):
+    """A ``running`` row no worker ever locked (``locked_at`` NULL, written by hand) used to
+    stay running forever: no heartbeat could go stale."""
+    out = tmp_path / "out"
+    faulty, values = enqueue_around(
+        out, lambda: insert_row(jobs.add.name, "[1, 2]", status="running", attempts=1)
+    )
+    burst("--threads", "2")
+    assert_healthy_ran_once(out, values)
+    job = Job.objects.get(pk=faulty)
+    assert (job.status, job.attempts, job.result) == ("completed", 2, 3)
+    assert error_classes(job) == ["django_pgqueue.exceptions.WorkerLost"]
+    assert "never locked" in job.last_error
+
+
+def test_arguments_that_do_not_fit_the_signature_fail_that_job(tmp_path):
+    out = tmp_path / "out"
+    faulty, values = enqueue_around(
+        out, lambda: insert_row(jobs.add.name, "[1, 2, 3]", '{"": 1}', max_attempts=2)
+    )
+    burst("--threads", "2")
+    assert_healthy_ran_once(out, values)
+    job = Job.objects.get(pk=faulty)
+    assert (job.status, job.attempts) == ("dead", 2)
+    assert error_classes(job) == ["builtins.TypeError"] * 2
+    assert "add() got an unexpected keyword argument ''" in job.last_error
 
 
 @pytest.mark.parametrize(

@@ -79,14 +79,27 @@ WITH fresh AS MATERIALIZED ({fresh}
 # A statement of its own, run about once a second, not with every claim: under MVCC pressure
 # (a transaction pinning the xmin horizon) this index range fills with dead entries of
 # finished jobs, and every claim would walk them.
+# A running row without a lock (locked_at NULL: written by hand) has no heartbeat to wait for;
+# it is picked by a branch of its own, so the stale range stays an index range scan.
 _PICK_STALE = f"""
 WITH picked AS (
-    SELECT id FROM {TABLE}
-    WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
-      {{queue_filter}}
-    ORDER BY locked_at
+    SELECT id FROM (
+        SELECT id FROM {TABLE}
+        WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
+          {{queue_filter}}
+        ORDER BY locked_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) stale
+    UNION ALL
+    SELECT id FROM (
+        SELECT id FROM {TABLE}
+        WHERE status = {_RUNNING} AND locked_at IS NULL {{queue_filter}}
+        ORDER BY locked_at  -- all NULL: says "read the stale index", never the table
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) unlocked
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )"""
 
 # Both update the picked rows the same way; fresh rows take the ELSE branches.
@@ -104,7 +117,8 @@ UPDATE {TABLE} j SET
     concurrency_slot = CASE WHEN j.status = {_PENDING} THEN 0 ELSE j.concurrency_slot END,
     last_error = CASE WHEN j.status = {_RUNNING} THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
-        || 'attempt ' || j.attempts || ' (lock taken at ' || j.locked_at || ')'
+        || 'attempt ' || j.attempts
+        || coalesce(' (lock taken at ' || j.locked_at || ')', ' (never locked)')
         ELSE j.last_error END,
     errors = CASE WHEN j.status = {_RUNNING} THEN j.errors || jsonb_build_array(
         jsonb_build_object(

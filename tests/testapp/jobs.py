@@ -133,6 +133,11 @@ def returns_too_deep() -> list[object]:
     return value
 
 
+@job(max_attempts=2)
+def raises_huge_message() -> None:
+    raise ValueError("x" * (100 * 1024 * 1024))
+
+
 class Unprintable(Exception):
     def __str__(self) -> str:
         raise RuntimeError("__str__ of this exception raises")
