@@ -355,3 +355,26 @@ def test_pgqueue_status_shows_the_schedules_as_a_table_and_json():
     assert schedules["paused"]["next_run_at"] is None
     assert "not registered" in schedules["orphan"]["broken"]
     assert schedules["nightly"]["source"] == "admin"
+
+
+def test_a_worker_dying_mid_firing_neither_loses_nor_doubles_the_tick():
+    """Worker A locks the due schedule and inserts the tick's job, then its session dies before
+    committing (its backend is terminated). While A holds the row, another firing skips it
+    (no double); once A is gone its job is rolled back and the tick fires once."""
+    from django_pgqueue.sql import schedules as sql
+
+    schedule = make(job=NOOP, every=60, next_run_at=at(2026, 1, 1))
+    now = at(2026, 1, 1, 0, 0, 1)
+    dying = QueueConnection("default", "dying firer")
+    raw = dying.raw
+    raw.execute("BEGIN")
+    assert raw.execute(sql.LOCK_DUE, [now, 10]).fetchall()
+    raw.execute(sql.INSERT_TICKS, ["default", 0, 5, None, None, [at(2026, 1, 1)], schedule.pk])
+    pid = raw.info.backend_pid
+    assert fire(now).enqueued == 0  # locked by A: skipped, not doubled
+    with QueueConnection("default", "killer").cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    dying.close()
+    assert fire(now).enqueued == 1  # A's insert rolled back with it: the tick fires once
+    assert ticks() == [at(2026, 1, 1)]
+    assert Schedule.objects.get().next_run_at == at(2026, 1, 1, 0, 1)
