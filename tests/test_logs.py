@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import signal
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
@@ -15,7 +16,7 @@ from django_pgqueue.models import Worker as WorkerRow
 from django_pgqueue.worker import Worker
 from django_pgqueue.worker.performer import decide, failed, log_outcome
 from tests.testapp import jobs
-from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
+from tests.utils import output, run_worker, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,3 +133,15 @@ def test_an_attempt_line_leaves_out_a_traceback_another_logger_wrote(caplog):
     (line,) = records(caplog, job_id=job.pk)
     assert line.exc_info is None  # ...unless it was logged already
     assert "(RuntimeError, traceback in the django.tasks log); now dead" in line.getMessage()
+
+
+def test_verbosity_two_shows_an_idle_worker_sleeping_and_why():
+    jobs.add.using(run_after=timedelta(hours=1)).enqueue(1, 1)
+    proc = start_worker("-v", "2", "--worker-id", "sleepy")
+    try:
+        wait_until(lambda: "sleeping up to" in output(proc))
+    finally:
+        text = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 0, text
+    assert re.search(r"Worker sleepy: next job due in [\d.]+s; sleeping up to [\d.]+s", text)
+    assert "Worker sleepy claimed 0 of" in text
