@@ -19,6 +19,7 @@ from django_pgqueue.models import Job, Schedule
 from django_pgqueue.schedules.declaration import Declaration
 from django_pgqueue.schedules.sync import sync
 from django_pgqueue.worker.connection import QueueConnection
+from tests.utils import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -372,8 +373,17 @@ def test_a_worker_dying_mid_firing_neither_loses_nor_doubles_the_tick():
     raw.execute(sql.INSERT_TICKS, ["default", 0, 5, None, None, [at(2026, 1, 1)], schedule.pk])
     pid = raw.info.backend_pid
     assert fire(now).enqueued == 0  # locked by A: skipped, not doubled
-    with QueueConnection("default", "killer").cursor() as cursor:
+    killer = QueueConnection("default", "killer")
+    with killer.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+    def gone() -> bool:  # the signal is sent at once; the backend (and its locks) end soon
+        with killer.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+            return cursor.fetchone()[0] == 0
+
+    wait_until(gone, timeout=30)
+    killer.close()
     dying.close()
     assert fire(now).enqueued == 1  # A's insert rolled back with it: the tick fires once
     assert ticks() == [at(2026, 1, 1)]
