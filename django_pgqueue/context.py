@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -30,8 +28,8 @@ class CurrentJob:
 
     __slots__ = (
         "_cancel",
-        "_lock",
         "_progress",
+        "_written",
         "attempt",
         "claimed_at",
         "id",
@@ -49,9 +47,11 @@ class CurrentJob:
         self.max_attempts: int = job.max_attempts
         #: When the claim took it (the database's clock): what rate limits count.
         self.claimed_at: datetime | None = job.started_at
-        self._cancel = threading.Event()
-        self._lock = threading.Lock()
-        self._progress: str | None = None  # JSON not yet written
+        # Plain attributes, no locks: this is made for every job a worker runs. A bool and a
+        # tuple are each replaced whole (one reference), which the loop's thread reads safely.
+        self._cancel = False
+        self._progress: tuple[int, str] | None = None  # (version, JSON) last reported
+        self._written = 0  # the version the worker last took
 
     def __repr__(self) -> str:
         return f"<CurrentJob {self.name} #{self.id} attempt {self.attempt}>"
@@ -63,7 +63,7 @@ class CurrentJob:
         Whatever the attempt then returns or raises, the job ends ``cancelled`` and is not
         retried.
         """
-        return self._cancel.is_set()
+        return self._cancel
 
     def set_progress(self, done: float, total: float | None = None, message: str = "") -> None:
         """Report how far the job is (``done`` of ``total``, and a short message).
@@ -82,19 +82,21 @@ class CurrentJob:
         text = dumps({"done": done, "total": total, "message": message[:500]})
         if not jsonb_storable(text):
             raise ValueError("set_progress: message must not hold NULs or lone surrogates")
-        with self._lock:
-            self._progress = text
+        version = self._progress[0] + 1 if self._progress is not None else 1
+        self._progress = (version, text)
 
     # ----- the worker's side -----------------------------------------------------------------
 
     def request_cancel(self) -> None:
-        self._cancel.set()
+        self._cancel = True
 
     def take_progress(self) -> str | None:
-        """The progress reported since the last call (JSON), if any."""
-        with self._lock:
-            text, self._progress = self._progress, None
-        return text
+        """The progress reported since the last call (JSON), if any (the worker's thread)."""
+        progress = self._progress
+        if progress is None or progress[0] == self._written:
+            return None
+        self._written = progress[0]
+        return progress[1]
 
 
 def current_job() -> CurrentJob:
@@ -105,12 +107,6 @@ def current_job() -> CurrentJob:
     return job
 
 
-@contextmanager
-def bound_to_thread(job: CurrentJob) -> Iterator[CurrentJob]:
-    """Bind ``job`` to the calling thread for the duration of its attempt."""
-    previous = getattr(_local, "job", None)
+def bind(job: CurrentJob | None) -> None:
+    """Make ``job`` what ``current_job()`` returns in the calling thread (None: no job)."""
     _local.job = job
-    try:
-        yield job
-    finally:
-        _local.job = previous

@@ -24,7 +24,7 @@ from django.db import connections
 from django.utils import timezone
 
 from django_pgqueue import registry
-from django_pgqueue.context import CurrentJob, bound_to_thread
+from django_pgqueue.context import CurrentJob, bind
 from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
 from django_pgqueue.printable import get_logger
@@ -302,8 +302,11 @@ class Executors:
             if context.cancel_requested:  # cancelled before it started: not started
                 outcome = Outcome(job.pk, JobStatus.CANCELLED, started_at, timezone.now())
             else:
-                with bound_to_thread(context):
+                bind(context)
+                try:
                     outcome = perform(job, self.worker_id)
+                finally:
+                    bind(None)
         except BaseException as exc:
             logger.exception("Worker %s: error around job #%d", self.worker_id, job.pk)
             outcome = failure_outcome(job, exc, started_at, self.worker_id)

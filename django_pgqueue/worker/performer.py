@@ -255,15 +255,17 @@ def perform(
     return outcome
 
 
+#: The level of an attempt's line (every other outcome is an error).
+_LEVELS: dict[str, int] = {Attempt.COMPLETED: logging.INFO, Attempt.CANCELLED: logging.WARNING}
+
+
 def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> None:
     """One line per attempt: what happened, how long it ran, and for a retry when it comes.
 
     The record carries ``job_id``, ``job_name``, ``queue``, ``attempt``, ``outcome``,
     ``duration`` (seconds) and ``worker_id`` as attributes, for structured (JSON) formatters.
     """
-    level = {Attempt.COMPLETED: logging.INFO, Attempt.CANCELLED: logging.WARNING}.get(
-        Attempt(outcome.outcome), logging.ERROR
-    )
+    level = _LEVELS.get(outcome.outcome, logging.ERROR)
     if not logger.isEnabledFor(level):
         return
     duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
