@@ -13,6 +13,8 @@ module             owns
 ``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`,
                    :func:`cancel_requested`, :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
+``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
+                   :class:`StaleScan` (where a worker's stale-job scan starts)
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
@@ -64,6 +66,7 @@ from django_pgqueue.operations.queues import (
     set_limits,
     set_paused,
 )
+from django_pgqueue.operations.ready import StaleScan, promote, recycle, slot_counts
 from django_pgqueue.operations.schedules import (
     FIRE_BATCH,
     Fired,
@@ -88,6 +91,7 @@ __all__ = [
     "Outcome",
     "Pruned",
     "QueueControl",
+    "StaleScan",
     "cancel",
     "cancel_requested",
     "claim",
@@ -105,8 +109,10 @@ __all__ = [
     "make_due",
     "next_run_after",
     "notify",
+    "promote",
     "prune",
     "queue_controls",
+    "recycle",
     "release",
     "report_worker",
     "retry",
@@ -116,5 +122,6 @@ __all__ = [
     "scheduled_q",
     "set_limits",
     "set_paused",
+    "slot_counts",
     "stop_worker",
 ]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from django_pgqueue.operations import ready
 from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import JOB_COLUMNS
@@ -48,6 +49,7 @@ def claim_counted(
     *,
     reclaim: bool = True,
     controlled: bool = False,
+    stale_scan: ready.StaleScan | None = None,
 ) -> tuple[list[Job], int]:
     """Claim up to ``limit`` runnable jobs for ``worker_id`` with one SKIP LOCKED statement.
 
@@ -56,7 +58,9 @@ def claim_counted(
     With ``reclaim`` (the manager always; the worker about once a second), running jobs whose
     worker stopped heartbeating are taken first, in a statement of their own; those out of
     attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
-    (the second value): a claim that took ``limit`` rows was not short of work.
+    (the second value): a claim that took ``limit`` rows was not short of work. ``reclaim``
+    also moves due scheduled jobs into the ready ring first. With ``stale_scan`` (the worker's),
+    the stale-job scan starts where the previous one ended instead of at the oldest lock.
     With ``controlled`` (some queue has settings, or limits are in use), the limited claim
     (``sql.limits``) leaves out paused queues and keeps every concurrency and rate limit; the
     plain one leaves rate-limited jobs alone and runs one job per concurrency key.
@@ -65,6 +69,7 @@ def claim_counted(
         "worker": worker_id,
         "limit": limit,
         "visibility": visibility_timeout,
+        "since": None,
     }
     statement = limits_sql.LIMITED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
     if queues:
@@ -72,9 +77,14 @@ def claim_counted(
         statement = limits_sql.LIMITED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
     if reclaim:
+        ready.promote(db)
+        if stale_scan is not None:
+            params["since"] = stale_scan.start(db, visibility_timeout)
         with db.atomic(), db.cursor() as cursor:
             cursor.execute(sql.RECLAIM_NAMED_QUEUES if queues else sql.RECLAIM_ALL_QUEUES, params)
             rows = cursor.fetchall()
+        if stale_scan is not None:
+            stale_scan.done(len(rows) < limit)
         params["limit"] = limit - len(rows)
     stale_rows, rows = rows, []
     for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):

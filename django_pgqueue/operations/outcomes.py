@@ -172,8 +172,8 @@ def next_run_after(
             )
             cursor.execute(statement, [list(queues)])
         elif controlled:
-            cursor.execute(sql.CONTROLLED_NEXT_RUN_AFTER_ALL_QUEUES)
+            cursor.execute(sql.CONTROLLED_NEXT_RUN_AFTER_ALL_QUEUES, [None])
         else:
-            cursor.execute(sql.NEXT_RUN_AFTER_ALL_QUEUES)
+            cursor.execute(sql.NEXT_RUN_AFTER_ALL_QUEUES, [None])
         row = cursor.fetchone()
     return None if row is None else row[0]

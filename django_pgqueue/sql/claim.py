@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
+from django_pgqueue.sql.ready import READY_TABLE
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -21,32 +22,47 @@ _PENDING = f"'{JobStatus.PENDING.value}'"
 _DEAD = f"'{JobStatus.DEAD.value}'"
 _CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 
+# Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
+# only the ring's slots (slot >= 0; the later partition is pruned at plan time).
 _FRESH_FILTER = f"""
-    status = {_PENDING} AND run_after <= now() AND rate_key IS NULL
-    AND (concurrency_key IS NULL OR (
-        NOT EXISTS (SELECT 1 FROM {TABLE} r
-                    WHERE r.status = {_RUNNING} AND r.concurrency_key = j.concurrency_key)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || concurrency_key, 0))))
+    r.slot >= 0
+    AND (r.concurrency_key IS NULL OR (
+        NOT EXISTS (SELECT 1 FROM {TABLE} x
+                    WHERE x.status = {_RUNNING} AND x.concurrency_key = r.concurrency_key)
+        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
 """
-_FRESH_ORDER = "ORDER BY priority DESC, run_after, id"
-_FRESH_COLUMNS = "id, concurrency_key, priority, run_after"
+_FRESH_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
+# ``runnable``: the job is still pending and due, and not rate-limited. A ready row whose job
+# is not (cancelled, claimed through a duplicate row or by the limited claim, rescheduled) is
+# deleted by the claim, its job left alone (a rate-limited job is the limited claim's, which
+# reads the job table). clock_timestamp(), not now(): a job committed after this transaction
+# began (its run_after is its own transaction's start) may be seen here, and is due all the same.
+_FRESH_COLUMNS = f"""r.slot, r.job_id AS id, r.concurrency_key, r.priority, r.run_after,
+    (j.status = {_PENDING} AND j.run_after <= clock_timestamp() AND j.rate_key IS NULL)
+    AS runnable"""
+
+# The job row is locked too (SKIP LOCKED): a job an operator's transaction holds is skipped,
+# not waited for. A ready row whose job is gone joins nothing: ``pgqueue_ready_recycle``
+# deletes it with its slot.
+_FRESH_FROM = f"{READY_TABLE} r JOIN {TABLE} j ON j.id = r.job_id"
+_FRESH_LOCK = "FOR UPDATE OF r, j SKIP LOCKED"
 
 _FRESH_ALL_QUEUES = f"""
-    SELECT {_FRESH_COLUMNS} FROM {TABLE} j
+    SELECT {_FRESH_COLUMNS} FROM {_FRESH_FROM}
     WHERE {_FRESH_FILTER}
     {_FRESH_ORDER}
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    {_FRESH_LOCK}
 """
 
 _FRESH_NAMED_QUEUES = f"""
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT {_FRESH_COLUMNS} FROM {TABLE} j
-        WHERE j.queue = q.name AND {_FRESH_FILTER}
+        SELECT {_FRESH_COLUMNS} FROM {_FRESH_FROM}
+        WHERE r.queue = q.name AND {_FRESH_FILTER}
         {_FRESH_ORDER}
         LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
+        {_FRESH_LOCK}
     ) c
     LIMIT %(limit)s
 """
@@ -64,21 +80,34 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
     return f"CASE WHEN {_LOST_FOR_GOOD} THEN {then} ELSE {otherwise} END"
 
 
-# Runnable pending jobs, at most one per concurrency key.
-_PICK_FRESH = """
-WITH fresh AS MATERIALIZED ({fresh}
+# Runnable pending jobs, at most one per concurrency key; their ready rows are deleted (a row
+# whose job is no longer pending and due is deleted too, and its job left alone).
+_PICK_FRESH = f"""
+WITH fresh AS MATERIALIZED ({{fresh}}
 ), picked AS (
-    (SELECT id FROM fresh WHERE concurrency_key IS NULL)
+    (SELECT slot, id FROM fresh WHERE runnable AND concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) id FROM fresh WHERE concurrency_key IS NOT NULL
+    (SELECT DISTINCT ON (concurrency_key) slot, id FROM fresh
+     WHERE runnable AND concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
+), gone AS (
+    SELECT slot, id FROM picked UNION ALL SELECT slot, id FROM fresh WHERE NOT runnable
+), taken AS (
+    -- By slot and job id: one index probe in each slot concerned (pruned at run time).
+    DELETE FROM {READY_TABLE} t
+    WHERE t.slot >= 0 AND t.slot = ANY(ARRAY(SELECT slot FROM gone))
+      AND t.job_id = ANY(ARRAY(SELECT id FROM gone))
 )"""
 
 # Running jobs whose heartbeat is older than the visibility timeout: their worker died.
 # A statement of its own, run about once a second, not with every claim: under MVCC pressure
 # (a transaction pinning the xmin horizon) this index range fills with dead entries of
 # finished jobs, and every claim would walk them.
+# Under MVCC pressure (a transaction pinning the xmin horizon) the stale index fills with dead
+# entries of finished jobs, all older than the timeout: a worker starts where its last scan
+# ended (``since``, a few seconds back for late commits), so each scan walks only the entries
+# of that interval.
 # A running row without a lock (locked_at NULL: written by hand) has no heartbeat to wait for;
 # it is picked by a branch of its own, so the stale range stays an index range scan.
 _PICK_STALE = f"""
@@ -86,6 +115,7 @@ WITH picked AS (
     SELECT id FROM (
         SELECT id FROM {TABLE}
         WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
+          AND locked_at >= coalesce(%(since)s::timestamptz, '-infinity')
           {{queue_filter}}
         ORDER BY locked_at
         LIMIT %(limit)s
@@ -137,6 +167,9 @@ RECLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_STALE.format(queue_filter=""))
 RECLAIM_NAMED_QUEUES = _CLAIM.format(
     picked=_PICK_STALE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")
 )
+
+#: The database's clock, for where the next stale-job scan starts.
+DATABASE_NOW = "SELECT now()"
 
 #: The jobs a worker holds (claimed, running), e.g. when its process died.
 LOCKED_BY = f"""

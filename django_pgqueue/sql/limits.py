@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
+from django_pgqueue.sql.ready import READY_TABLE
 from django_pgqueue.states import JobStatus
 
 WINDOW_TABLE = "pgqueue_rate_window"
@@ -168,6 +169,9 @@ WITH fresh AS MATERIALIZED ({{fresh}}
     {_record_starts("key:", "rate_key")}
 ), queue_starts AS (
     {_record_starts("queue:", "queue")}
+), ready_taken AS (
+    -- The ready rows of the jobs taken (the plain claim's ring, ``sql.ready``).
+    DELETE FROM {READY_TABLE} WHERE job_id = ANY(ARRAY(SELECT id FROM picked))
 )
 UPDATE {TABLE} j SET
     status = {_RUNNING},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, readable_timestamp
 from django_pgqueue.sql.queues import not_paused
+from django_pgqueue.sql.ready import LATER_SLOT, READY_TABLE
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -12,13 +13,28 @@ _CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 # A job asked to stop while it ran ends cancelled, whatever its attempt's outcome.
 _ASKED_TO_STOP = "j.cancel_requested_at IS NOT NULL"
 
+# ``status || ''``: the rows are found by primary key, never through the partial index on
+# running jobs (``pgqueue_job_stale``). Under a pinned xmin horizon that index keeps an entry
+# for every job finished since, and a plan that scans it to find 100 running rows walks them
+# all: by primary key each row costs the same whatever the horizon.
+_IS_RUNNING = f"j.status || '' = {_RUNNING}"
+
 HEARTBEAT = f"""
-UPDATE {TABLE} SET locked_at = now()
-WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
-RETURNING id, cancel_requested_at IS NOT NULL
+UPDATE {TABLE} j SET locked_at = now()
+WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
+RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 
 FINISH = f"""
+WITH d AS MATERIALIZED (
+    -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
+    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
+    -- element by element in Python.
+    SELECT (r->>0)::bigint AS id, r->>1 AS status, (r->>2)::timestamptz AS run_after,
+           (r->>3)::timestamptz AS started_at, (r->>4)::timestamptz AS finished_at,
+           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
+    FROM jsonb_array_elements(%s::jsonb) AS t(r)
+)
 UPDATE {TABLE} j SET
     status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE d.status END,
     run_after = coalesce(d.run_after, j.run_after),
@@ -32,53 +48,49 @@ UPDATE {TABLE} j SET
     last_error = coalesce(d.error, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
              ELSE j.errors || jsonb_build_array(d.error_entry) END
-FROM (
-    -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
-    -- element by element in Python.
-    SELECT (r->>0)::bigint AS id, r->>1 AS status, (r->>2)::timestamptz AS run_after,
-           (r->>3)::timestamptz AS started_at, (r->>4)::timestamptz AS finished_at,
-           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
-    FROM jsonb_array_elements(%s::jsonb) AS t(r)
-) d
-WHERE j.id = d.id AND j.status = {_RUNNING} AND j.locked_by = %s
+FROM d
+WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND {_IS_RUNNING}
+  AND j.locked_by = %s
 RETURNING j.id
 """
 
 DELETE_FINISHED = f"""
-DELETE FROM {TABLE} WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
-RETURNING id
+DELETE FROM {TABLE} j WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
+RETURNING j.id
 """
 
 RELEASE = f"""
 UPDATE {TABLE} j SET
     status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE {_PENDING} END,
     finished_at = CASE WHEN {_ASKED_TO_STOP} THEN now() END,
-    attempts = greatest(attempts - 1, 0), locked_at = NULL, locked_by = NULL, started_at = NULL
-WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s
-RETURNING id
+    attempts = greatest(j.attempts - 1, 0), locked_at = NULL, locked_by = NULL,
+    started_at = NULL
+WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
+RETURNING j.id
 """
 
-NEXT_RUN_AFTER_ALL_QUEUES = f"""
-SELECT {readable_timestamp("min(run_after)")} FROM {TABLE} WHERE status = {_PENDING}
+
+# When the earliest pending job becomes runnable, from the ready ring (``sql.ready``): now if
+# a ring slot holds a row of the queues, else the earliest run_after waiting in the later
+# partition. Never from the job table's pending index, which a pinned horizon fills.
+def _next_run_after(queue_filter: str) -> str:
+    ring = f"SELECT 1 FROM {READY_TABLE} r WHERE r.slot >= 0 {queue_filter}"
+    later = (
+        f"SELECT min(r.run_after) FROM {READY_TABLE} r WHERE r.slot = {LATER_SLOT} {queue_filter}"
+    )
+    return f"""
+WITH q AS (SELECT %s::text[] AS names)
+SELECT {readable_timestamp(f"CASE WHEN EXISTS ({ring}) THEN now() ELSE ({later}) END")}
+FROM q
 """
 
-NEXT_RUN_AFTER_NAMED_QUEUES = f"""
-SELECT {readable_timestamp("min(n)")} FROM unnest(%s::text[]) AS q(name)
-CROSS JOIN LATERAL (
-    SELECT min(run_after) AS n FROM {TABLE} WHERE status = {_PENDING} AND queue = q.name
-) m
-"""
 
+_NAMED = "AND r.queue = ANY((SELECT names FROM q))"
+_NOT_PAUSED = f"AND {not_paused('r.queue')}"
+
+# The queue list is a parameter of all four; NULL for every queue.
+NEXT_RUN_AFTER_ALL_QUEUES = _next_run_after("")
+NEXT_RUN_AFTER_NAMED_QUEUES = _next_run_after(_NAMED)
 # The same, leaving out paused queues (while any queue has settings: docs/control.md).
-CONTROLLED_NEXT_RUN_AFTER_ALL_QUEUES = f"""
-SELECT min(run_after) FROM {TABLE} j WHERE status = {_PENDING} AND {not_paused("j.queue")}
-"""
-
-CONTROLLED_NEXT_RUN_AFTER_NAMED_QUEUES = f"""
-SELECT min(n) FROM unnest(%s::text[]) AS q(name)
-CROSS JOIN LATERAL (
-    SELECT min(run_after) AS n FROM {TABLE} WHERE status = {_PENDING} AND queue = q.name
-) m
-WHERE {not_paused("q.name")}
-"""
+CONTROLLED_NEXT_RUN_AFTER_ALL_QUEUES = _next_run_after(_NOT_PAUSED)
+CONTROLLED_NEXT_RUN_AFTER_NAMED_QUEUES = _next_run_after(f"{_NAMED} {_NOT_PAUSED}")

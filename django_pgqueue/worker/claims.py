@@ -42,6 +42,7 @@ class Claimer:
         self.queues = queues
         self.burst = burst
         self.next_reclaim = 0.0  # when the next claim also takes back stale jobs
+        self.stale_scan = operations.StaleScan()
         #: Some queue has settings (paused, limits): claim with the statements that obey them.
         self.controlled = False
 
@@ -61,7 +62,7 @@ class Claimer:
     def _claim_once(self, limit: int, *, reclaim: bool) -> tuple[list[Job], int]:
         if reclaim:
             self.next_reclaim = time.monotonic() + RECLAIM_INTERVAL
-        return operations.claim_counted(
+        claimed = operations.claim_counted(
             self.connection,
             self.worker_id,
             self.queues,
@@ -69,7 +70,12 @@ class Claimer:
             settings.VISIBILITY_TIMEOUT,
             reclaim=reclaim,
             controlled=self.controlled,
+            stale_scan=self.stale_scan,
         )
+        if reclaim:
+            # Ready-ring slots that inserts moved past and claims emptied are truncated.
+            operations.recycle(self.connection)
+        return claimed
 
     def idle_until(self) -> float:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
@@ -84,6 +90,9 @@ class Claimer:
             )
             return poll
         seconds = (next_run - timezone.now()).total_seconds()
+        # A scheduled job due by then is moved into the ready ring by the claim that also
+        # reclaims: make the next claim one.
+        self.next_reclaim = min(self.next_reclaim, now + max(seconds, 0.0))
         if seconds <= 0:
             # Runnable, but held by another claim or waiting for its concurrency key.
             return min(poll, now + BLOCKED_RECHECK)

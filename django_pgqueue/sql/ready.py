@@ -1,0 +1,209 @@
+"""The ready ring: where the claim finds runnable jobs, apart from the job rows.
+
+Under MVCC pressure (a transaction pinning the xmin horizon) nothing a claim deletes or updates
+can be vacuumed away, and a claim that starts at the head of an index walks every dead entry
+left there since. So the claim does not read ``pgqueue_job``'s indexes: each pending job has a
+small row in ``pgqueue_ready``, a table partitioned by ``slot``:
+
+* ``pgqueue_ready_0`` .. ``_7`` (the ring): runnable jobs, slot ``(id / 4096) % 8``. Ids
+  grow, so inserts move from slot to slot every 4,096 jobs; a slot left behind drains as its
+  jobs are claimed, and once empty it is TRUNCATEd, which frees its dead entries whatever the
+  horizon. A claim walks at most the dead entries of the slots not yet recycled: bounded by
+  the ring's size, not by how long the horizon has been held.
+* ``pgqueue_ready_later`` (slot -1): jobs whose ``run_after`` is in the future. Claims never
+  read it; due rows are promoted into the ring in batches, about once a second per worker.
+
+Triggers on ``pgqueue_job`` keep the rows (see the migration ``0005_ready_ring``): a job
+inserted pending, or updated into ``pending`` (a retry, a release, a hand-back) or to a new
+``run_after`` (run now), gets its ready row; a pending job deleted (or the table truncated)
+takes its rows along. The claim deletes the rows it takes; a row whose
+job is no longer pending and due (cancelled, deleted, already claimed through a duplicate) is
+deleted without running anything.
+"""
+
+from __future__ import annotations
+
+from django_pgqueue.sql import TABLE
+from django_pgqueue.states import JobStatus
+
+READY_TABLE = "pgqueue_ready"
+LATER_TABLE = "pgqueue_ready_later"
+#: The ring's slots, and how many consecutive job ids share one.
+RING_SLOTS = 8
+SLOT_SPAN = 4096
+LATER_SLOT = -1
+
+_PENDING = f"'{JobStatus.PENDING.value}'"
+
+
+def slot_table(slot: int) -> str:
+    return LATER_TABLE if slot == LATER_SLOT else f"{READY_TABLE}_{slot}"
+
+
+#: Due rows of the later partition move into the ring (any queue: whoever promotes, serves all).
+PROMOTE = f"""
+WITH due AS (
+    DELETE FROM {READY_TABLE} r
+    WHERE r.slot = {LATER_SLOT} AND r.job_id = ANY(ARRAY(
+        SELECT job_id FROM {READY_TABLE}
+        WHERE slot = {LATER_SLOT} AND run_after <= now()
+        ORDER BY run_after
+        LIMIT %s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key
+)
+INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
+SELECT pgqueue_ready_slot(job_id, run_after), job_id, queue, priority, run_after, concurrency_key
+FROM due
+"""
+
+#: Ring slots worth recycling: not the one inserts go to now, and not already empty on disk.
+RECYCLABLE = f"""
+SELECT s FROM generate_series(0, {RING_SLOTS - 1}) AS s
+WHERE s <> (coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
+            / {SLOT_SPAN}) % {RING_SLOTS}
+  AND pg_relation_size(('{READY_TABLE}_' || s)::regclass) > 0
+ORDER BY s
+"""
+
+#: Recycle one slot: TRUNCATE it if it holds no row of a pending job (see the migration).
+RECYCLE = "SELECT pgqueue_ready_recycle(%s)"
+
+#: Rows per ring slot and in the later partition (tests and the benchmark look).
+SLOT_COUNTS = f"SELECT slot, count(*) FROM {READY_TABLE} GROUP BY slot ORDER BY slot"
+
+#: The ring's DDL, for the migration: tables, indexes and the functions the triggers call.
+_PARTITIONS = "\n".join(
+    f"CREATE TABLE {READY_TABLE}_{s} PARTITION OF {READY_TABLE} FOR VALUES IN ({s});"
+    for s in range(RING_SLOTS)
+)
+
+CREATE = f"""
+CREATE TABLE {READY_TABLE} (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue varchar(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamptz NOT NULL,
+    concurrency_key varchar(255)
+) PARTITION BY LIST (slot);
+CREATE TABLE {LATER_TABLE} PARTITION OF {READY_TABLE} FOR VALUES IN ({LATER_SLOT});
+{_PARTITIONS}
+CREATE INDEX {READY_TABLE}_claim ON {READY_TABLE} (priority DESC, run_after, job_id);
+CREATE INDEX {READY_TABLE}_claim_queue ON {READY_TABLE} (queue, priority DESC, run_after, job_id);
+CREATE INDEX {READY_TABLE}_job ON {READY_TABLE} (job_id);
+CREATE INDEX {LATER_TABLE}_due ON {LATER_TABLE} (run_after);
+
+-- clock_timestamp(), not now(): a run_after set a moment ago (run now) is due, whenever the
+-- transaction began.
+CREATE FUNCTION pgqueue_ready_slot(job_id bigint, run_after timestamptz) RETURNS smallint
+LANGUAGE sql VOLATILE AS $$
+    SELECT (CASE WHEN run_after > clock_timestamp() THEN {LATER_SLOT}
+            ELSE (job_id / {SLOT_SPAN}) % {RING_SLOTS} END)::smallint
+$$;
+
+CREATE FUNCTION pgqueue_ready_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
+    SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key
+    FROM inserted WHERE status = {_PENDING};
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgqueue_job_ready_insert
+    AFTER INSERT ON {TABLE} REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_insert();
+
+-- A job became pending (retry, release, hand-back) or pending with a new run_after (run now):
+-- its row goes where its run_after says. A later row it had is replaced; a ring row it may
+-- still have is left to the claim, which deletes rows whose job is not pending and due.
+CREATE FUNCTION pgqueue_ready_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.status = {_PENDING} THEN
+        DELETE FROM {READY_TABLE} WHERE slot = {LATER_SLOT} AND job_id = OLD.id;
+    END IF;
+    INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
+    VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, NEW.queue, NEW.priority,
+            NEW.run_after, NEW.concurrency_key);
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgqueue_job_ready_update
+    AFTER UPDATE OF status, run_after, priority, queue, concurrency_key ON {TABLE}
+    FOR EACH ROW WHEN (NEW.status = {_PENDING} AND (
+        OLD.status <> {_PENDING} OR OLD.run_after IS DISTINCT FROM NEW.run_after
+        OR OLD.priority <> NEW.priority OR OLD.queue <> NEW.queue
+        OR OLD.concurrency_key IS DISTINCT FROM NEW.concurrency_key))
+    EXECUTE FUNCTION pgqueue_ready_update();
+
+-- Deleted pending jobs take their ready rows with them (prune deletes finished jobs only: its
+-- transition table holds no pending row), and TRUNCATE of the job table empties the ring.
+CREATE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {READY_TABLE}
+    WHERE job_id = ANY(ARRAY(SELECT id FROM deleted WHERE status = {_PENDING}));
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgqueue_job_ready_delete
+    AFTER DELETE ON {TABLE} REFERENCING OLD TABLE AS deleted
+    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_delete();
+CREATE FUNCTION pgqueue_ready_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE {READY_TABLE};
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgqueue_job_ready_truncate
+    AFTER TRUNCATE ON {TABLE} FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_truncate();
+
+-- TRUNCATE a ring slot that holds no row of a pending job: its dead tuples go with it, whatever
+-- the xmin horizon. Under ACCESS EXCLUSIVE (NOWAIT: a slot in use is left for the next round),
+-- so no insert or claim can be in flight on it. A slot with a few rows whose jobs are gone or
+-- no longer pending (cancelled, deleted) is cleared of them first.
+CREATE FUNCTION pgqueue_ready_recycle(ring_slot integer) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    part text := format('{READY_TABLE}_%s', ring_slot);
+    rows_left bigint;
+BEGIN
+    EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE NOWAIT', part);
+    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT 257) s', part) INTO rows_left;
+    IF rows_left > 256 THEN
+        RETURN false;
+    END IF;
+    IF rows_left > 0 THEN
+        EXECUTE format(
+            'DELETE FROM %I r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j '
+            'WHERE j.id = r.job_id AND j.status = {_PENDING.replace("'", "''")})', part);
+        EXECUTE format('SELECT count(*) FROM %I', part) INTO rows_left;
+        IF rows_left > 0 THEN
+            RETURN false;
+        END IF;
+    END IF;
+    EXECUTE format('TRUNCATE %I', part);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END;
+$$;
+
+-- Pending jobs of a table made before the ring.
+INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
+SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key
+FROM {TABLE} WHERE status = {_PENDING};
+"""
+
+DROP = f"""
+DROP TRIGGER IF EXISTS pgqueue_job_ready_truncate ON {TABLE};
+DROP TRIGGER IF EXISTS pgqueue_job_ready_delete ON {TABLE};
+DROP TRIGGER IF EXISTS pgqueue_job_ready_update ON {TABLE};
+DROP TRIGGER IF EXISTS pgqueue_job_ready_insert ON {TABLE};
+DROP FUNCTION IF EXISTS pgqueue_ready_recycle(integer);
+DROP FUNCTION IF EXISTS pgqueue_ready_truncate();
+DROP FUNCTION IF EXISTS pgqueue_ready_delete();
+DROP FUNCTION IF EXISTS pgqueue_ready_update();
+DROP FUNCTION IF EXISTS pgqueue_ready_insert();
+DROP TABLE IF EXISTS {READY_TABLE};
+DROP FUNCTION IF EXISTS pgqueue_ready_slot(bigint, timestamptz);
+"""

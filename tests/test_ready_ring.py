@@ -1,0 +1,220 @@
+"""The ready ring (``sql.ready``): where claims find jobs, bounded under a pinned xmin horizon.
+
+Behaviour only: row counts, relation sizes and catalog state, never timings.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from django_pgqueue import operations
+from django_pgqueue.models import Job
+from django_pgqueue.sql import ready
+from django_pgqueue.worker.connection import QueueConnection
+from tests.testapp import jobs
+from tests.utils import run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def slot_counts() -> dict[int, int]:
+    return operations.slot_counts(operations.DjangoDatabase("default"))
+
+
+def relation_pages(name: str, *, total: bool = True) -> int:
+    """Pages of a table and all its indexes (``total``), or of the table alone."""
+    size = "pg_total_relation_size" if total else "pg_relation_size"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {size}(%s::regclass) / 8192", [name])
+        return int(cursor.fetchone()[0])
+
+
+@pytest.fixture
+def queue_connection():
+    conn = QueueConnection("default", "pgqueue test ring")
+    yield conn
+    conn.close()
+
+
+def test_every_pending_job_has_one_ready_row_and_scheduled_ones_wait_in_later():
+    now = timezone.now()
+    due = jobs.noop.enqueue_many([()] * 5)
+    later = jobs.noop.using(run_after=now + timedelta(hours=1)).enqueue()
+    assert sum(n for s, n in slot_counts().items() if s >= 0) == 5
+    assert slot_counts().get(ready.LATER_SLOT) == 1
+
+    claimed = Job.objects.claim("w", limit=10)
+    assert sorted(j.pk for j in claimed) == sorted(due)
+    assert sum(n for s, n in slot_counts().items() if s >= 0) == 0, "the claim took its rows"
+
+    # Run now: the scheduled job moves from later into the ring and is claimed.
+    Job.objects.filter(pk=later.pk).run_now()
+    assert ready.LATER_SLOT not in slot_counts()
+    assert [j.pk for j in Job.objects.claim("w")] == [later.pk]
+
+
+def test_a_due_scheduled_job_is_promoted_by_the_claim():
+    created = jobs.noop.using(run_after=timezone.now() + timedelta(hours=1)).enqueue()
+    assert Job.objects.claim("w") == []
+    # Its time comes (set back by hand, as the clock would): the claim promotes it.
+    Job.objects.filter(pk=created.pk).update(run_after=timezone.now() - timedelta(seconds=1))
+    assert [j.pk for j in Job.objects.claim("w")] == [created.pk]
+
+
+def test_a_cancelled_jobs_ready_row_is_dropped_without_running_it():
+    cancelled, kept = jobs.noop.enqueue(), jobs.noop.enqueue()
+    assert Job.objects.filter(pk=cancelled.pk).cancel() == 1
+    assert [j.pk for j in Job.objects.claim("w", limit=10)] == [kept.pk]
+    assert sum(n for s, n in slot_counts().items() if s >= 0) == 0
+    assert Job.objects.get(pk=cancelled.pk).status == "cancelled"
+
+
+def test_retried_and_released_jobs_get_their_ready_rows_back(queue_connection):
+    created = jobs.noop.enqueue()
+    [job] = Job.objects.claim("w")
+    assert operations.release(queue_connection, "w", [job.pk]) == {job.pk}
+    [again] = Job.objects.claim("w")
+    assert again.pk == created.pk
+    Job.objects.filter(pk=created.pk).update(status="dead", finished_at=timezone.now())
+    assert Job.objects.filter(pk=created.pk).retry() == [created.pk]
+    assert [j.pk for j in Job.objects.claim("w")] == [created.pk]
+
+
+def test_a_pinned_horizon_leaves_the_claim_path_bounded(other_connection, queue_connection):
+    """A second connection holds an XID (idle in transaction) while three slots' worth of jobs
+    are enqueued, claimed and finished: the slots left behind are truncated anyway, so the
+    ring's size stays that of a few slots, while the job table's own claim index grows."""
+    with other_connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT txid_current()")
+    try:
+        total = 3 * ready.SLOT_SPAN
+        claim_index_before = relation_pages("pgqueue_job_claim")
+        for _ in range(total // 1024):
+            jobs.noop.enqueue_many([()] * 1024)
+            while batch := operations.claim(queue_connection, "w", None, 256, 60.0):
+                now = datetime.now(UTC)
+                outcomes = [
+                    operations.Outcome(j.pk, "completed", now, now, result_json="null")
+                    for j in batch
+                ]
+                assert len(
+                    operations.finish(queue_connection, "w", outcomes, delete_completed=False)
+                ) == len(batch)
+            operations.recycle(queue_connection)
+        assert Job.objects.filter(status="completed").count() == total
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT state, backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = %s",
+                [other_connection.connection.info.backend_pid],
+            )
+            assert cursor.fetchone() == ("idle in transaction", True), "the holder held on"
+
+        # Every slot but the one being written was truncated: empty, no pages at all.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT (coalesce(pg_sequence_last_value("
+                "pg_get_serial_sequence('pgqueue_job', 'id')), 0) / %s) %% %s",
+                [ready.SLOT_SPAN, ready.RING_SLOTS],
+            )
+            current = cursor.fetchone()[0]
+        truncated = [
+            s
+            for s in range(ready.RING_SLOTS)
+            if s != current and relation_pages(ready.slot_table(s), total=False) == 0
+        ]
+        assert len(truncated) == ready.RING_SLOTS - 1, truncated
+        # The job table's pending index kept every dead entry (nothing could vacuum it); the
+        # ring holds at most the slot being written, and no live row.
+        assert relation_pages("pgqueue_job_claim") > claim_index_before + 10
+        assert sum(slot_counts().values()) == 0
+    finally:
+        with other_connection.cursor() as cursor:
+            cursor.execute("ROLLBACK")
+
+
+def test_the_worker_stale_scan_starts_where_the_last_one_ended(queue_connection):
+    scan = operations.StaleScan(margin=5.0, full_every=3600.0)
+    old = jobs.noop.enqueue()
+    [claimed] = Job.objects.claim("dead-worker")
+    assert claimed.pk == old.pk
+    # The first scan of a worker is a full one; nothing is stale yet.
+    assert operations.claim_counted(queue_connection, "w", None, 10, 60.0, stale_scan=scan) == (
+        [],
+        0,
+    )
+    assert scan.since is not None
+    # A lock set back behind where the scans start is left to the periodic full scan...
+    Job.objects.filter(pk=old.pk).update(locked_at=timezone.now() - timedelta(days=1))
+    assert operations.claim_counted(queue_connection, "w", None, 10, 60.0, stale_scan=scan)[1] == 0
+    # ... which finds it.
+    scan.full_every = 0.0
+    jobs_taken, taken = operations.claim_counted(
+        queue_connection, "w", None, 10, 60.0, stale_scan=scan
+    )
+    assert taken == 1 and [j.pk for j in jobs_taken] == [old.pk]
+    # A job whose worker stops heartbeating now is found by the bounded scan once stale.
+    fresh = jobs.noop.enqueue()
+    Job.objects.claim("dead-worker")
+    Job.objects.filter(pk=fresh.pk).update(locked_at=timezone.now() - timedelta(seconds=61))
+    scan.full_every = 3600.0
+    scan.since = timezone.now() - timedelta(seconds=120)
+    jobs_taken, _ = operations.claim_counted(queue_connection, "w", None, 10, 60.0, stale_scan=scan)
+    assert [j.pk for j in jobs_taken] == [fresh.pk]
+
+
+def test_a_table_made_by_0_1_keeps_every_job_through_the_migration():
+    """Rows written with the 0.1 schema (no ring) survive the migration and run."""
+    call_command("migrate", "django_pgqueue", "0001", verbosity=0)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('pgqueue_ready')")
+            assert cursor.fetchone()[0] is None
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after) VALUES "
+                "('default', 'tests.testapp.jobs.add', '[1, 2]', '{}', now()), "
+                "('default', 'tests.testapp.jobs.add', '[3, 4]', '{}', now() - interval '1 day'),"
+                "('default', 'tests.testapp.jobs.add', '[5, 6]', '{}', now() + interval '1 hour')"
+            )
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, status, attempts, locked_at, locked_by, "
+                "started_at) VALUES ('default', 'tests.testapp.jobs.noop', 'running', 1, "
+                "now() - interval '1 day', 'gone-worker', now() - interval '1 day')"
+            )
+    finally:
+        call_command("migrate", "django_pgqueue", verbosity=0)
+    assert Job.objects.count() == 4
+    assert sum(slot_counts().values()) == 3, "every pending job has its ready row"
+    assert slot_counts()[ready.LATER_SLOT] == 1, "the scheduled one waits in later"
+    # Its time comes (set back by hand, as the clock would).
+    Job.objects.filter(args=[5, 6]).update(run_after=timezone.now() - timedelta(seconds=1))
+    result = run_worker("-v", "0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {tuple(j.args): (j.status, j.result) for j in Job.objects.exclude(name__endswith="noop")}
+    assert rows == {(1, 2): ("completed", 3), (3, 4): ("completed", 7), (5, 6): ("completed", 11)}
+    lost = Job.objects.get(name__endswith="noop")
+    assert (lost.status, lost.attempts) == ("completed", 2), "the 0.1 running job was reclaimed"
+
+
+def test_a_job_committed_after_the_claim_began_is_claimed_not_dropped(other_connection):
+    """The claim's transaction may start before a job's own (its run_after) and still see it
+    committed: the job is due, and its ready row must not be thrown away as not due yet."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT now()")  # this transaction's now() is fixed here
+        with other_connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name) VALUES ('default', "
+                "'tests.testapp.jobs.noop') RETURNING id"
+            )
+            created = cursor.fetchone()[0]
+        claimed = Job.objects.claim("w")
+    assert [j.pk for j in claimed] == [created]
