@@ -218,3 +218,20 @@ def test_a_job_committed_after_the_claim_began_is_claimed_not_dropped(other_conn
             created = cursor.fetchone()[0]
         claimed = Job.objects.claim("w")
     assert [j.pk for j in claimed] == [created]
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+@pytest.mark.parametrize("queues", [None, ["default", "other"]])
+def test_the_idle_wake_up_reads_the_ring(queue_connection, queues, controlled):
+    def next_run():
+        return operations.next_run_after(queue_connection, queues, controlled=controlled)
+
+    assert next_run() is None
+    later = timezone.now() + timedelta(hours=1)
+    jobs.noop.using(run_after=later).enqueue()
+    assert abs((next_run() - later).total_seconds()) < 0.001, "the later partition's earliest"
+    jobs.noop.enqueue()
+    assert next_run() <= timezone.now(), "a ring row: runnable now"
+    jobs.noop.using(queue="elsewhere").enqueue()
+    Job.objects.claim("w", queues=["default"])
+    assert abs((next_run() - later).total_seconds()) < 0.001 or queues is None

@@ -85,7 +85,7 @@ FROM q
 """
 
 
-_NAMED = "AND r.queue = ANY((SELECT names FROM q))"
+_NAMED = "AND r.queue = ANY((SELECT names FROM q)::text[])"
 _NOT_PAUSED = f"AND {not_paused('r.queue')}"
 
 # The queue list is a parameter of all four; NULL for every queue.
