@@ -26,6 +26,13 @@ def slot_counts() -> dict[int, int]:
     return operations.slot_counts(operations.DjangoDatabase("default"))
 
 
+def plain_claim(db=None, limit=10, queues=None):
+    """The worker's claim while no queue has settings, from the ring (the manager's obeys
+    queue settings and limits: the limited claim, which reads the job table)."""
+    db = db or operations.DjangoDatabase("default")
+    return operations.claim_counted(db, "w", queues, limit, 60.0, controlled=False)[0]
+
+
 def relation_pages(name: str, *, total: bool = True) -> int:
     """Pages of a table and all its indexes (``total``), or of the table alone."""
     size = "pg_total_relation_size" if total else "pg_relation_size"
@@ -48,41 +55,41 @@ def test_every_pending_job_has_one_ready_row_and_scheduled_ones_wait_in_later():
     assert sum(n for s, n in slot_counts().items() if s >= 0) == 5
     assert slot_counts().get(ready.LATER_SLOT) == 1
 
-    claimed = Job.objects.claim("w", limit=10)
+    claimed = plain_claim()
     assert sorted(j.pk for j in claimed) == sorted(due)
     assert sum(n for s, n in slot_counts().items() if s >= 0) == 0, "the claim took its rows"
 
     # Run now: the scheduled job moves from later into the ring and is claimed.
     Job.objects.filter(pk=later.pk).run_now()
     assert ready.LATER_SLOT not in slot_counts()
-    assert [j.pk for j in Job.objects.claim("w")] == [later.pk]
+    assert [j.pk for j in plain_claim()] == [later.pk]
 
 
 def test_a_due_scheduled_job_is_promoted_by_the_claim():
     created = jobs.noop.using(run_after=timezone.now() + timedelta(hours=1)).enqueue()
-    assert Job.objects.claim("w") == []
+    assert plain_claim() == []
     # Its time comes (set back by hand, as the clock would): the claim promotes it.
     Job.objects.filter(pk=created.pk).update(run_after=timezone.now() - timedelta(seconds=1))
-    assert [j.pk for j in Job.objects.claim("w")] == [created.pk]
+    assert [j.pk for j in plain_claim()] == [created.pk]
 
 
-def test_a_cancelled_jobs_ready_row_is_dropped_without_running_it():
+def test_a_cancelled_jobs_ready_row_is_dropped_without_running_it(queue_connection):
     cancelled, kept = jobs.noop.enqueue(), jobs.noop.enqueue()
     assert Job.objects.filter(pk=cancelled.pk).cancel() == 1
-    assert [j.pk for j in Job.objects.claim("w", limit=10)] == [kept.pk]
+    assert [j.pk for j in plain_claim(queue_connection)] == [kept.pk]
     assert sum(n for s, n in slot_counts().items() if s >= 0) == 0
     assert Job.objects.get(pk=cancelled.pk).status == "cancelled"
 
 
 def test_retried_and_released_jobs_get_their_ready_rows_back(queue_connection):
     created = jobs.noop.enqueue()
-    [job] = Job.objects.claim("w")
+    [job] = plain_claim()
     assert operations.release(queue_connection, "w", [job.pk]) == {job.pk}
-    [again] = Job.objects.claim("w")
+    [again] = plain_claim()
     assert again.pk == created.pk
     Job.objects.filter(pk=created.pk).update(status="dead", finished_at=timezone.now())
     assert Job.objects.filter(pk=created.pk).retry() == [created.pk]
-    assert [j.pk for j in Job.objects.claim("w")] == [created.pk]
+    assert [j.pk for j in plain_claim()] == [created.pk]
 
 
 def test_a_pinned_horizon_leaves_the_claim_path_bounded(other_connection, queue_connection):
@@ -97,7 +104,7 @@ def test_a_pinned_horizon_leaves_the_claim_path_bounded(other_connection, queue_
         claim_index_before = relation_pages("pgqueue_job_claim")
         for _ in range(total // 1024):
             jobs.noop.enqueue_many([()] * 1024)
-            while batch := operations.claim(queue_connection, "w", None, 256, 60.0):
+            while batch := plain_claim(queue_connection, 256):
                 now = datetime.now(UTC)
                 outcomes = [
                     operations.Outcome(j.pk, "completed", now, now, result_json="null")
@@ -216,7 +223,7 @@ def test_a_job_committed_after_the_claim_began_is_claimed_not_dropped(other_conn
                 "'tests.testapp.jobs.noop') RETURNING id"
             )
             created = cursor.fetchone()[0]
-        claimed = Job.objects.claim("w")
+        claimed = plain_claim()
     assert [j.pk for j in claimed] == [created]
 
 
@@ -233,5 +240,5 @@ def test_the_idle_wake_up_reads_the_ring(queue_connection, queues, controlled):
     jobs.noop.enqueue()
     assert next_run() <= timezone.now(), "a ring row: runnable now"
     jobs.noop.using(queue="elsewhere").enqueue()
-    Job.objects.claim("w", queues=["default"])
+    plain_claim(queues=["default"])
     assert abs((next_run() - later).total_seconds()) < 0.001 or queues is None

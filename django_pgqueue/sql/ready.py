@@ -13,7 +13,7 @@ small row in ``pgqueue_ready``, a table partitioned by ``slot``:
 * ``pgqueue_ready_later`` (slot -1): jobs whose ``run_after`` is in the future. Claims never
   read it; due rows are promoted into the ring in batches, about once a second per worker.
 
-Triggers on ``pgqueue_job`` keep the rows (see the migration ``0005_ready_ring``): a job
+Triggers on ``pgqueue_job`` keep the rows (see the migration ``0006_ready_ring``): a job
 inserted pending, or updated into ``pending`` (a retry, a release, a hand-back) or to a new
 ``run_after`` (run now), gets its ready row; a pending job deleted (or the table truncated)
 takes its rows along. The claim deletes the rows it takes; a row whose

@@ -10,6 +10,6 @@ from django_pgqueue.sql import ready
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_pgqueue", "0004_queue")]
+    dependencies = [("django_pgqueue", "0005_limits")]
 
     operations = [migrations.RunSQL(ready.CREATE, ready.DROP)]
