@@ -248,7 +248,7 @@ WORKER_OPTIONS: dict[str, Rule] = {
     "worker_id": Text(WORKER_ID_MAX, nullable=True),
 }
 
-#: ``pgqueue_bench``'s options, besides the worker's.
+#: ``pgqueue_bench``'s and ``pgqueue_chaos``'s options, besides the worker's.
 BENCH_OPTIONS: dict[str, Rule] = {
     "jobs": Integer(1, 10_000_000),
     "single_samples": Integer(1, 1_000_000),

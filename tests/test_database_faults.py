@@ -324,3 +324,28 @@ def test_failover_to_a_promoted_replica(private_cluster, cluster_queue, tmp_path
     names = [f"before-{i}" for i in range(10)] + [f"after-{i}" for i in range(10)]
     names += [f"across-{i}" for i in range(3)]
     assert recorded(out) == Counter(names)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--faults", "sigkill,flood"], "unknown faults flood (choose from sigkill, terminate"),
+        (["--faults", "restart"], "the restart fault needs --allow-restart and --pgdata"),
+        (["--allow-restart"], "--allow-restart needs --pgdata DIR"),
+        (["--rate", "0"], "--rate"),
+        (["--rounds", "1000"], "--rounds"),
+    ],
+)
+def test_pgqueue_chaos_refuses_bad_options_before_doing_anything(args, message, private_cluster):
+    result = subprocess.run(
+        manage("pgqueue_chaos", *args),
+        env=private_cluster.env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert "pgqueue_chaos:" not in result.stdout  # no run started

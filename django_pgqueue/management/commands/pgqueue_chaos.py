@@ -3,6 +3,7 @@ a server restart; reports jobs lost (must be 0), duplicates and recovery times."
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,18 @@ from django_pgqueue.bench.results import BenchError
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable
 from django_pgqueue.rules import BENCH_OPTIONS, WORKER_OPTIONS
+
+
+def fault_list(text: str) -> tuple[str, ...]:
+    """``--faults``: comma-separated names of :data:`chaos.FAULTS`, at least one."""
+    faults = tuple(f.strip() for f in text.split(",") if f.strip())
+    unknown = sorted(set(faults) - set(chaos.FAULTS))
+    choices = f"choose from {', '.join(chaos.FAULTS)}"
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown faults {', '.join(unknown)} ({choices})")
+    if not faults:
+        raise argparse.ArgumentTypeError(f"no fault given ({choices})")
+    return faults
 
 
 class Command(BaseCommand):
@@ -53,9 +66,10 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--faults",
-            default=",".join(chaos.FAULTS),
-            help=f"Comma-separated, in order (default: {','.join(chaos.FAULTS)}; "
-            "restart only with --allow-restart).",
+            type=fault_list,
+            default=None,
+            help=f"Comma-separated, in order (default: {','.join(chaos.FAULTS)}, without "
+            "restart unless --allow-restart is given).",
         )
         parser.add_argument(
             "--fault-interval",
@@ -97,7 +111,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="End with one line of JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        faults = tuple(f.strip() for f in options["faults"].split(",") if f.strip())
         server = None
         if options["allow_restart"]:
             if options["pgdata"] is None:
@@ -105,10 +118,11 @@ class Command(BaseCommand):
                     "--allow-restart needs --pgdata DIR (the server's data directory)"
                 )
             server = chaos.ServerControl(options["pgdata"], options["pg_ctl"], options["pg_log"])
-        elif "restart" in faults:
-            if options["faults"] != ",".join(chaos.FAULTS):
-                raise CommandError("the restart fault needs --allow-restart and --pgdata")
-            faults = tuple(f for f in faults if f != "restart")
+        faults = options["faults"] or tuple(
+            f for f in chaos.FAULTS if f != "restart" or server is not None
+        )
+        if "restart" in faults and server is None:
+            raise CommandError("the restart fault needs --allow-restart and --pgdata")
         try:
             result = chaos.ChaosRun(
                 chaos.ChaosOptions(
