@@ -32,20 +32,9 @@ _FRESH_FILTER = f"""
         AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
 """
 _FRESH_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
-# ``runnable``: the job is still pending and due, and not rate-limited. A ready row whose job
-# is not (cancelled, claimed through a duplicate row or by the limited claim, rescheduled) is
-# deleted by the claim, its job left alone (a rate-limited job is the limited claim's, which
-# reads the job table). clock_timestamp(), not now(): a job committed after this transaction
-# began (its run_after is its own transaction's start) may be seen here, and is due all the same.
-_FRESH_COLUMNS = f"""r.slot, r.job_id AS id, r.concurrency_key, r.priority, r.run_after,
-    (j.status = {_PENDING} AND j.run_after <= clock_timestamp() AND j.rate_key IS NULL)
-    AS runnable"""
-
-# The job row is locked too (SKIP LOCKED): a job an operator's transaction holds is skipped,
-# not waited for. A ready row whose job is gone joins nothing: ``pgqueue_ready_recycle``
-# deletes it with its slot.
-_FRESH_FROM = f"{READY_TABLE} r JOIN {TABLE} j ON j.id = r.job_id"
-_FRESH_LOCK = "FOR UPDATE OF r, j SKIP LOCKED"
+_FRESH_COLUMNS = "r.slot, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
+_FRESH_FROM = f"{READY_TABLE} r"
+_FRESH_LOCK = "FOR UPDATE SKIP LOCKED"
 
 _FRESH_ALL_QUEUES = f"""
     SELECT {_FRESH_COLUMNS} FROM {_FRESH_FROM}
@@ -80,19 +69,36 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
     return f"CASE WHEN {_LOST_FOR_GOOD} THEN {then} ELSE {otherwise} END"
 
 
-# Runnable pending jobs, at most one per concurrency key; their ready rows are deleted (a row
-# whose job is no longer pending and due is deleted too, and its job left alone).
+# Runnable pending jobs, at most one per concurrency key; their ready rows are deleted.
+# ``jobs`` locks their job rows too (SKIP LOCKED: a job an operator's transaction holds is
+# skipped, not waited for), by ``id = ANY``, never by a join on id: planning a join on the
+# primary key reads its actual end (get_actual_variable_range), stepping over every dead entry
+# a pinned horizon leaves there, on every claim that is planned again.
+# ``runnable``: the job is still pending and due, and not rate-limited. A ready row whose job
+# is not (cancelled, claimed through a duplicate row or by the limited claim, rescheduled) is
+# deleted by the claim, its job left alone (a rate-limited job is the limited claim's, which
+# reads the job table). clock_timestamp(), not now(): a job committed after this transaction
+# began (its run_after is its own transaction's start) may be seen here, and is due all the
+# same. A ready row whose job is gone is left to ``pgqueue_ready_recycle``.
 _PICK_FRESH = f"""
 WITH fresh AS MATERIALIZED ({{fresh}}
+), jobs AS MATERIALIZED (
+    SELECT j.id,
+        (j.status = {_PENDING} AND j.run_after <= clock_timestamp() AND j.rate_key IS NULL)
+        AS runnable
+    FROM {TABLE} j WHERE j.id = ANY(ARRAY(SELECT id FROM fresh))
+    FOR UPDATE SKIP LOCKED
+), checked AS MATERIALIZED (
+    SELECT f.*, b.runnable FROM fresh f JOIN jobs b USING (id)
 ), picked AS (
-    (SELECT slot, id FROM fresh WHERE runnable AND concurrency_key IS NULL)
+    (SELECT slot, id FROM checked WHERE runnable AND concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) slot, id FROM fresh
+    (SELECT DISTINCT ON (concurrency_key) slot, id FROM checked
      WHERE runnable AND concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
 ), gone AS (
-    SELECT slot, id FROM picked UNION ALL SELECT slot, id FROM fresh WHERE NOT runnable
+    SELECT slot, id FROM picked UNION ALL SELECT slot, id FROM checked WHERE NOT runnable
 ), taken AS (
     -- By slot and job id: one index probe in each slot concerned (pruned at run time).
     DELETE FROM {READY_TABLE} t
