@@ -42,6 +42,9 @@ def behind_a_pooler(conn: psycopg.Connection[Any]) -> bool:
     return row is not None and row[0] != conn.info.backend_pid
 
 
+SET_NO_SEQSCAN = "SET enable_seqscan = off"
+
+
 class QueueConnection:
     """A lazily (re)opened autocommit connection to the queue database.
 
@@ -93,6 +96,11 @@ class QueueConnection:
         # same few statements thousands of times: prepare each from its second execution, so
         # the claim is planned once per connection instead of on every call.
         wrapper.connection.prepare_threshold = 1 if self.prepare else None
+        # Every worker statement finds its rows through an index (by primary key, or the ready
+        # ring's). A prepared statement keeps the plan made on its first executions, and on a
+        # job table still small then, a sequential scan is cheapest: kept, it reads the whole
+        # table, grown since, on every call. Scans are still possible, just never preferred.
+        wrapper.connection.execute(SET_NO_SEQSCAN)
         self._wrapper = wrapper
 
     @contextmanager
