@@ -15,6 +15,8 @@ from django_pgqueue.decorators import JobFunction, job
 
 #: The producer enqueues this often (one ``enqueue_many`` per tick).
 TICK_SECONDS = 0.01
+#: How far behind its schedule the producer catches up; ticks later than that are skipped.
+MAX_CATCH_UP = 1.0
 
 
 SLEEP = "django_pgqueue.bench.sleep"
@@ -35,7 +37,9 @@ class Producer:
     """Enqueues ``rate`` jobs per second in a thread: ``enqueue_many`` every 10 ms.
 
     The schedule is fixed: a tick that comes late enqueues what the missed ticks owed, so the
-    offered load does not fall when the database slows down. ``rate`` may be changed while it
+    offered load does not fall when the database slows down; more than ``MAX_CATCH_UP``
+    seconds behind (the machine cannot produce that fast), the missed ticks are skipped and
+    counted, rather than offered later in one burst. ``rate`` may be changed while it
     runs. :meth:`produced_at` says how many jobs had been committed at a given wall time.
     """
 
@@ -45,6 +49,7 @@ class Producer:
         self.job_ms = job_ms
         self.produced = 0
         self.late_ticks = 0
+        self.skipped_ticks = 0
         self.error: str | None = None
         self._times: list[float] = [0.0]
         self._counts: list[int] = [0]
@@ -79,6 +84,11 @@ class Producer:
                     self._times.append(time.time())
                     self._counts.append(self.produced)
                 next_tick += TICK_SECONDS
+                behind = time.monotonic() - next_tick
+                if behind > MAX_CATCH_UP:
+                    skipped = int(behind / TICK_SECONDS)
+                    self.skipped_ticks += skipped
+                    next_tick += skipped * TICK_SECONDS
                 pause = next_tick - time.monotonic()
                 if pause > 0:
                     self._stop.wait(pause)
@@ -90,4 +100,9 @@ class Producer:
             connections[settings.DATABASE].close()
 
     def describe(self) -> dict[str, Any]:
-        return {"produced": self.produced, "late_ticks": self.late_ticks, "error": self.error}
+        return {
+            "produced": self.produced,
+            "late_ticks": self.late_ticks,
+            "skipped_ticks": self.skipped_ticks,
+            "error": self.error,
+        }
