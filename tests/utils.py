@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -111,7 +112,17 @@ def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 6
 
     if proc.poll() is None:
         os.killpg(proc.pid, sig or signal_module.SIGTERM)
-    proc.wait(timeout=timeout)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Never leave it running: it would take the jobs of every test after this one.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal_module.SIGKILL)
+        proc.wait(timeout=30)
+        raise AssertionError(
+            f"run_jobs did not exit within {timeout}s of the signal (killed); its log ends:\n"
+            + output(proc)[-5000:]
+        ) from None
     text = output(proc)
     Path(proc.log_path).unlink(missing_ok=True)  # type: ignore[attr-defined]
     return text
