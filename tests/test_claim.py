@@ -11,6 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_pgqueue.models import Job
+from django_pgqueue.sql import JOB_COLUMNS
 from tests.testapp import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,6 +45,21 @@ def test_claim_marks_jobs_running_and_counts_the_attempt():
     assert (row.status, row.attempts, row.locked_by) == ("running", 1, "w1")
     assert row.locked_at is not None and row.started_at is not None
     assert Job.objects.claim("w2") == []
+
+
+def test_a_claimed_job_holds_the_claimed_columns_and_defers_the_others():
+    created = jobs.add.using(priority=3).enqueue(1, 2)
+    [claimed] = Job.objects.claim("w1")
+    row = Job.objects.get()
+    for column in JOB_COLUMNS:
+        assert getattr(claimed, column) == getattr(row, column), column
+    not_claimed = {f.attname for f in Job._meta.concrete_fields} - set(JOB_COLUMNS)
+    assert not_claimed  # columns only the admin and the control statements read
+    assert claimed.get_deferred_fields() == not_claimed
+    assert (claimed.pk, claimed.priority, claimed._state.adding) == (created.pk, 3, False)
+    assert claimed._state.db == "default"
+    # A deferred field still reads the row, as Django's deferred loading does.
+    assert claimed.concurrency_slot == row.concurrency_slot
 
 
 def test_concurrent_claims_receive_every_job_exactly_once():
