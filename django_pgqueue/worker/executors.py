@@ -16,6 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -119,8 +120,9 @@ class Executors:
         for _ in self._threads:
             self._work.put(None)
 
-    def submit(self, job: Job) -> None:
-        self._work.put(job)
+    def submit(self, jobs: Sequence[Job]) -> None:
+        """Queue a claim's jobs for the threads, in the order to run them."""
+        self._work.put_all(jobs)
 
     def take_unstarted(self) -> list[int]:
         """Take back the jobs no thread has started yet; returns their ids."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +28,12 @@ class Handoff:
         with self._ready:
             self._queue.append(item)
             self._ready.notify()
+
+    def put_all(self, jobs: Sequence[Job]) -> None:
+        """Queue ``jobs`` in order: one lock and one wake-up per claim, not per job."""
+        with self._ready:
+            self._queue.extend(jobs)
+            self._ready.notify(len(jobs))
 
     def take(self) -> Job | None:
         """The next job (None: stop), held by the calling thread until :meth:`done`."""

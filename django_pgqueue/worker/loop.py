@@ -307,7 +307,7 @@ class Worker:
             deadlines.append(self._control.next_due(now))
         if self._claim_size() > 0:
             deadlines.append(next_claim)
-        return max(0.0, min(deadlines, default=now + settings.POLL_INTERVAL) - now)
+        return max(0.0, min(deadlines) - now) if deadlines else settings.POLL_INTERVAL
 
     def _drain_events(self, timeout: float) -> None:
         """Take every queued event; block up to ``timeout`` seconds for the first one."""
@@ -348,7 +348,7 @@ class Worker:
         jobs, taken = self._claimer.claim(limit)
         for job in jobs:
             self._claimed[job.pk] = job
-            self._executors.submit(job)
+        self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
         return taken
 
