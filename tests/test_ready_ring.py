@@ -242,3 +242,30 @@ def test_the_idle_wake_up_reads_the_ring(queue_connection, queues, controlled):
     jobs.noop.using(queue="elsewhere").enqueue()
     plain_claim(queues=["default"])
     assert abs((next_run() - later).total_seconds()) < 0.001 or queues is None
+
+
+def test_a_slot_holding_jobs_no_worker_serves_is_truncated_all_the_same(queue_connection):
+    """Pending jobs of a queue nobody serves move on with the ring instead of pinning their
+    slot (which would otherwise gather every dead tuple of the ids that come round to it)."""
+    idle = jobs.noop.using(queue="nobody-serves-this").enqueue_many([()] * 3)
+    first_slot = (idle[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
+    # Move the inserts on past that slot: a slot's worth of jobs, claimed and finished.
+    for _ in range(ready.SLOT_SPAN // 1024 + 1):
+        jobs.noop.enqueue_many([()] * 1024)
+        while batch := plain_claim(queue_connection, 256, ["default"]):
+            now = datetime.now(UTC)
+            operations.finish(
+                queue_connection,
+                "w",
+                [
+                    operations.Outcome(j.pk, "completed", now, now, result_json="null")
+                    for j in batch
+                ],
+                delete_completed=False,
+            )
+    assert first_slot in operations.recycle(queue_connection)
+    assert relation_pages(ready.slot_table(first_slot), total=False) == 0
+    # The three jobs kept their ready rows, elsewhere, and still run.
+    assert sum(slot_counts().values()) == 3
+    claimed = plain_claim(queue_connection, 10, ["nobody-serves-this"])
+    assert sorted(j.pk for j in claimed) == sorted(idle)

@@ -157,15 +157,17 @@ $$;
 CREATE TRIGGER pgqueue_job_ready_truncate
     AFTER TRUNCATE ON {TABLE} FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_truncate();
 
--- TRUNCATE a ring slot that holds no row of a pending job: its dead tuples go with it, whatever
--- the xmin horizon. Under ACCESS EXCLUSIVE (NOWAIT: a slot in use is left for the next round),
--- so no insert or claim can be in flight on it. A slot with a few rows whose jobs are gone or
--- no longer pending (cancelled, deleted) is cleared of them first.
+-- TRUNCATE a ring slot that inserts have moved past: its dead tuples go with it, whatever the
+-- xmin horizon. Under ACCESS EXCLUSIVE (NOWAIT: a slot in use is left for the next round), so
+-- no insert or claim can be in flight on it. A slot with a few rows left (at most 256) is
+-- cleared of those whose jobs are gone or no longer pending, and the rest move to the slot
+-- inserts go to now; one with more is still draining and is left alone.
 CREATE FUNCTION pgqueue_ready_recycle(ring_slot integer) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     part text := format('{READY_TABLE}_%s', ring_slot);
     rows_left bigint;
+    target integer;
 BEGIN
     EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE NOWAIT', part);
     EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT 257) s', part) INTO rows_left;
@@ -176,10 +178,18 @@ BEGIN
         EXECUTE format(
             'DELETE FROM %I r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j '
             'WHERE j.id = r.job_id AND j.status = {_PENDING.replace("'", "''")})', part);
-        EXECUTE format('SELECT count(*) FROM %I', part) INTO rows_left;
-        IF rows_left > 0 THEN
+        -- Stragglers (pending jobs of a queue no worker serves, say) move to the slot inserts
+        -- go to now, so they never keep this one from being truncated.
+        target := (coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
+                   / {SLOT_SPAN}) % {RING_SLOTS};
+        IF target = ring_slot THEN
             RETURN false;
         END IF;
+        EXECUTE format(
+            'WITH moved AS (DELETE FROM %I RETURNING *) '
+            'INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, '
+            'concurrency_key) SELECT %s, job_id, queue, priority, run_after, concurrency_key '
+            'FROM moved', part, target);
     END IF;
     EXECUTE format('TRUNCATE %I', part);
     RETURN true;
