@@ -92,3 +92,11 @@ def test_workers_stop_claiming_a_paused_queue_until_it_is_resumed(tmp_path: Path
         text = stop(proc)
     lines = out.read_text().split("\n")
     assert sum(line.startswith("emails-") for line in lines) == 10, text
+
+
+def test_with_a_queue_paused_named_queues_are_still_served_in_their_order():
+    pause_queue("elsewhere")  # the workers now claim with the limited statement
+    later = jobs.add.using(queue="b", priority=10).enqueue(1, 1)
+    first = jobs.add.using(queue="a", priority=0).enqueue(2, 2)
+    assert [j.pk for j in Job.objects.claim("w1", ["a", "b"], limit=1)] == [first.pk]
+    assert [j.pk for j in Job.objects.claim("w1", ["a", "b"], limit=1)] == [later.pk]

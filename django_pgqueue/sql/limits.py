@@ -99,13 +99,14 @@ _FILTER = f"""
 _ORDER = "ORDER BY priority DESC, run_after, id"
 _COLUMNS = "id, queue, concurrency_key, concurrency_limit, rate_key, priority, run_after"
 
+# ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
 _FRESH_ALL_QUEUES = f"""
-    SELECT {_COLUMNS} FROM {TABLE} j WHERE {_FILTER} {_ORDER}
+    SELECT {_COLUMNS}, 0 AS ord FROM {TABLE} j WHERE {_FILTER} {_ORDER}
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 """
 
 _FRESH_NAMED_QUEUES = f"""
-    SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
         SELECT {_COLUMNS} FROM {TABLE} j WHERE j.queue = q.name AND {_FILTER} {_ORDER}
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED
@@ -163,7 +164,7 @@ WITH fresh AS MATERIALIZED ({{fresh}}
     SELECT e.id, e.queue, e.rate_key, pl.place FROM eligible e
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
-    ORDER BY e.priority DESC, e.run_after, e.id
+    ORDER BY e.ord, e.priority DESC, e.run_after, e.id
     LIMIT %(limit)s
 ), key_starts AS (
     {_record_starts("key:", "rate_key")}
