@@ -7,6 +7,7 @@ The enqueue edge is in ``test_bad_input.py``, the commands in ``test_bad_input_c
 from __future__ import annotations
 
 import pytest
+from django.contrib import admin as django_admin
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -291,3 +292,32 @@ def test_the_schedule_admin_takes_the_same_care(admin_client, method, path, data
     response = getattr(admin_client, method)(SCHEDULES + path, data)
     assert response.status_code == status
     assert not Job.objects.exists()
+
+
+def registered_admins() -> list[str]:
+    return sorted(
+        model._meta.model_name
+        for model in django_admin.site._registry
+        if model._meta.app_label == "django_pgqueue"
+    )
+
+
+@pytest.mark.parametrize("model_name", registered_admins())
+def test_every_admin_of_the_package_checks_its_requests(admin_client, model_name):
+    """An admin added later gets the same care, or this fails."""
+    changelist = reverse(f"admin:django_pgqueue_{model_name}_changelist")
+    assert admin_client.get(changelist).status_code == 200
+    assert admin_client.get(changelist, {"q": "\x00"}).status_code == 400
+    assert admin_client.get(changelist, {"id__regex": "("}).status_code == 400
+    assert admin_client.get(changelist + "%00/change/").status_code == 400
+    assert (
+        admin_client.post(changelist, {"action": "x", "_selected_action": "a"}).status_code == 400
+    )
+
+
+def test_the_queue_controls_refuse_a_nul(admin_client):
+    url = reverse("admin:django_pgqueue_job_queue_control")
+    assert admin_client.post(url, {"name": "a\x00", "operation": "pause"}).status_code == 400
+    response = admin_client.post(url, {"name": " ", "operation": "pause"}, follow=True)
+    assert response.status_code == 200
+    assert "No such queue operation." in response.content.decode()
