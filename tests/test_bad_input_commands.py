@@ -113,6 +113,24 @@ def test_bad_option_is_an_argparse_error_before_anything_runs(command, option, m
 
 
 @pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["pause", ""], "NAME: must not be empty or blank"),
+        (["resume", "   "], "NAME: must not be empty or blank"),
+        (["pause", "q" * 101], "NAME: must be at most 100 characters"),
+        (["pause", "a\x1b[2J"], "NAME: must not hold control characters"),
+        (["limit", "q", "--concurrency=nan"], "--concurrency: must be a whole number"),
+        (["limit", "q", "--concurrency=0"], "--concurrency: must be between 1"),
+        (["limit", "q", "--rate=inf"], "--rate: "),
+        (["limit", "q", "--rate=-1/s"], "--rate: "),
+    ],
+)
+def test_pgqueue_queue_refuses_bad_names_and_limits(arguments, message):
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("pgqueue_queue", *arguments, stdout=StringIO(), stderr=StringIO())
+
+
+@pytest.mark.parametrize(
     ("command", "option", "message"),
     [
         BAD_OPTIONS[0],  # run_jobs --queue ''
