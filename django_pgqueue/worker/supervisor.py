@@ -168,6 +168,9 @@ class Supervisor:
             journal=journal,
             failures=failures,
         )
+        if self.stopping:  # the signal came while this child was forking: it missed the forward
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL if self.killing else signal.SIGTERM)
 
     def _watch(self) -> None:
         while self.children or (self.restarts and not self.stopping):
