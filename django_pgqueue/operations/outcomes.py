@@ -33,6 +33,8 @@ class Outcome:
     #: For logging and signals; not written.
     outcome: str = Attempt.COMPLETED
     exception: BaseException | None = None
+    #: Seconds until a retried job runs again, as the retry strategy decided it.
+    retry_delay: float | None = None
 
 
 def heartbeat(db: Database, worker_id: str, job_ids: Sequence[int]) -> tuple[set[int], set[int]]:

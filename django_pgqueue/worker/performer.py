@@ -83,6 +83,7 @@ def failed(
             error_entry_json=dumps(entry),
             outcome=Attempt.RETRIED,
             exception=exc,
+            retry_delay=decision.delay,
         )
     return Outcome(
         job_id=job.pk,
@@ -296,7 +297,10 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
             extra=extra,
         )
     elif outcome.outcome == Attempt.RETRIED and outcome.run_after is not None:
-        wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
+        # The strategy's delay, not run_after - now: the line is written a moment later.
+        wait = outcome.retry_delay
+        if wait is None:
+            wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
         logger.error(
             "%s failed %s; retry %d/%d in %s at %s",
             head,
