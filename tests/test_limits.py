@@ -87,6 +87,22 @@ def test_a_held_back_job_keeps_its_place_and_spends_no_attempt():
     assert [j.pk for j in Job.objects.claim("w2", limit=100)] == ids[10:]
 
 
+def test_a_rate_window_left_by_finished_jobs_does_not_keep_workers_on_the_limited_claim():
+    from django.db import connection as db
+
+    from django_pgqueue import operations
+
+    created = jobs.charge.enqueue(1)
+    assert operations.limits_in_use(db)  # a limited job waits
+    assert [j.pk for j in Job.objects.claim("w1", limit=10)] == [created.pk]
+    Job.objects.filter(pk=created.pk).update(status="completed")
+    assert RateWindow.objects.filter(pk="key:stripe").exists()  # its recent starts are kept
+    assert not operations.limits_in_use(db)  # but the plain claim serves everyone again
+    again = jobs.charge.enqueue(2)
+    assert operations.limits_in_use(db)
+    assert [j.pk for j in Job.objects.claim("w1", limit=10)] == [again.pk]
+
+
 def test_concurrency_limit_gives_each_running_job_its_own_place():
     keyed = jobs.three_at_a_time.using(concurrency_key="tenant-1")
     created = [keyed.enqueue(PROBE, "t", 0).pk for _ in range(5)]

@@ -58,7 +58,7 @@ def set_limits(
 
 
 def limits_in_use(db: Database) -> bool:
-    """Whether rate windows exist or limited jobs wait (then workers claim counting them)."""
+    """Whether limited jobs wait (then workers claim counting the limits)."""
     with db.cursor() as cursor:
         cursor.execute(limits_sql.LIMITS_IN_USE)
         return bool(cursor.fetchone()[0])

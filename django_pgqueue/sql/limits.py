@@ -54,10 +54,11 @@ WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
 
 DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
 
-#: Whether any limit is in use: rate windows, or limited jobs waiting (a small partial index).
+#: Whether limited jobs wait (a small partial index). A rate window outlives its last job: it
+#: does not count here, or one rate-limited job would keep every worker on the limited claim
+#: for good. (A queue's own rate window comes with its queue row, which counts as settings.)
 LIMITS_IN_USE = f"""
-SELECT EXISTS (SELECT 1 FROM {WINDOW_TABLE})
-    OR EXISTS (SELECT 1 FROM {TABLE} WHERE status = {_PENDING}
+SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE status = {_PENDING}
                AND (rate_key IS NOT NULL OR concurrency_limit IS NOT NULL))
 """
 
