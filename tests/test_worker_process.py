@@ -16,8 +16,8 @@ from django.utils import timezone
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
 from tests.testapp import jobs
+from tests.utils import other_backends, run_worker, start_worker, stop, wait_until, worker_env
 from tests.utils import output as worker_output
-from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -127,6 +127,9 @@ def test_sigkill_of_the_whole_worker_loses_no_job(tmp_path):
     wait_until(lambda: len(recorded(out)) >= 40)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    # A statement sent just before the kill still commits: read the rows once the killed
+    # workers' backends are gone.
+    wait_until(lambda: other_backends() == 0)
     owned_at_kill = set(Job.objects.filter(status="running").values_list("id", flat=True))
     assert owned_at_kill, "the kill should have caught jobs mid-flight"
 

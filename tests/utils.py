@@ -126,3 +126,13 @@ def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 6
     text = output(proc)
     Path(proc.log_path).unlink(missing_ok=True)  # type: ignore[attr-defined]
     return text
+
+
+def other_backends() -> int:
+    """Server backends of the test database besides this test's own connection."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
