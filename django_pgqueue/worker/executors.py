@@ -218,7 +218,7 @@ class Executors:
             outcomes.append(self._fail(running, exc))
         for thread in dead:
             # A job it had taken but not started goes back to the queue.
-            held = self._work.held(thread.ident)
+            held = self._work.held(thread)
             if held is not None and (held.pk, held.attempts) not in self._running:
                 self._work.put(held)
         for thread in dead:

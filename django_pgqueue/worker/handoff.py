@@ -22,7 +22,9 @@ class Handoff:
     def __init__(self) -> None:
         self._ready = threading.Condition(threading.Lock())
         self._queue: deque[Job | None] = deque()  # None: the taking thread is to stop
-        self._held: dict[int, Job] = {}  # thread ident -> the job it took and has not reported
+        # Thread -> the job it took and has not reported (threads, not idents: an ident is
+        # reused once its thread has ended).
+        self._held: dict[threading.Thread, Job] = {}
 
     def put(self, item: Job | None) -> None:
         with self._ready:
@@ -37,7 +39,7 @@ class Handoff:
 
     def take(self) -> Job | None:
         """The next job (None: stop), held by the calling thread until :meth:`done`."""
-        ident = threading.get_ident()
+        thread = threading.current_thread()
         with self._ready:
             while not self._queue:
                 self._ready.wait()
@@ -45,20 +47,20 @@ class Handoff:
             # places, never in neither.
             item = self._queue[0]
             if item is not None:
-                self._held[ident] = item
+                self._held[thread] = item
             self._queue.popleft()
             return item
 
     def done(self) -> None:
         """The calling thread has handed its job's outcome (or drop) to the loop."""
         with self._ready:
-            self._held.pop(threading.get_ident(), None)
+            self._held.pop(threading.current_thread(), None)
 
-    def held(self, ident: int | None = None) -> Job | None:
-        """The job the calling thread (or thread ``ident``) took and has not reported, no longer
-        held by it (None if it held none, or the job is still queued)."""
+    def held(self, thread: threading.Thread | None = None) -> Job | None:
+        """The job the calling thread (or ``thread``) took and has not reported, no longer held
+        by it (None if it held none, or the job is still queued)."""
         with self._ready:
-            job = self._held.pop(threading.get_ident() if ident is None else ident, None)
+            job = self._held.pop(thread or threading.current_thread(), None)
             if job is None or any(item is job for item in self._queue):
                 return None
             return job
