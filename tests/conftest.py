@@ -54,3 +54,24 @@ def pgbouncer(django_db_setup):
         yield bouncer
     finally:
         bouncer.stop()
+
+
+#: Modules whose tests drive processes and servers for a long time (faults, chaos, PgBouncer,
+#: benchmarks, a build of the package, schedules over wall-clock seconds). They test our code
+#: against PostgreSQL and the OS, not against Django's APIs: `make test` runs them on the
+#: newest Django, and tox's older-Django environments leave them out (`-m "not slow"`).
+SLOW_MODULES = {
+    "test_bench.py",
+    "test_bench_scenarios.py",
+    "test_database_faults.py",
+    "test_distribution.py",
+    "test_faults_jobs.py",
+    "test_pgbouncer.py",
+    "test_schedule_workers.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
