@@ -136,6 +136,10 @@ class Supervisor:
         self.connection.close()
         journal = self.journals / f"worker-{index}.journal"
         read_end, write_end = os.pipe()
+        # Stop signals wait until the child is known: otherwise one arriving mid-fork runs the
+        # supervisor's handler inside the child, which swallows it (deduped as the same
+        # request) and serves on, and run_jobs waits for it forever.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
@@ -144,6 +148,7 @@ class Supervisor:
                 os.close(read_end)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
                 _die_with_parent()
                 random.seed()
                 worker_id = self._worker_id(index)
@@ -157,17 +162,20 @@ class Supervisor:
             finally:
                 logging.shutdown()
                 os._exit(code)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            worker_id = pipe.read().decode() or f"?{pid}"
-        self.children[pid] = _Child(
-            index=index,
-            pid=pid,
-            started=time.monotonic(),
-            worker_id=worker_id,
-            journal=journal,
-            failures=failures,
-        )
+        try:
+            os.close(write_end)
+            with os.fdopen(read_end, "rb") as pipe:
+                worker_id = pipe.read().decode() or f"?{pid}"
+            self.children[pid] = _Child(
+                index=index,
+                pid=pid,
+                started=time.monotonic(),
+                worker_id=worker_id,
+                journal=journal,
+                failures=failures,
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         if self.stopping:  # the signal came while this child was forking: it missed the forward
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL if self.killing else signal.SIGTERM)
@@ -259,6 +267,9 @@ class Supervisor:
         self.restarts = [r for r in self.restarts if r[0] > now]
         for _, index, failures in due:
             self._spawn(index, failures)
+
+
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 def _describe_exit(code: int) -> str:
