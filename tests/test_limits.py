@@ -145,7 +145,11 @@ def test_the_command_sets_and_lists_limits(capsys):
 
 def start_workers(processes: int = 2, threads: int = 4):
     proc = start_worker("--processes", str(processes), "--threads", str(threads), env=worker_env())
-    wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).count() == processes)
+    try:
+        wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).count() == processes)
+    except BaseException:
+        stop(proc)  # never leave workers behind to take the next tests' jobs
+        raise
     return proc
 
 
