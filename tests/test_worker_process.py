@@ -16,7 +16,14 @@ from django.utils import timezone
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
 from tests.testapp import jobs
-from tests.utils import other_backends, run_worker, start_worker, stop, wait_until, worker_env
+from tests.utils import (
+    other_active_backends,
+    run_worker,
+    start_worker,
+    stop,
+    wait_until,
+    worker_env,
+)
 from tests.utils import output as worker_output
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,8 +135,8 @@ def test_sigkill_of_the_whole_worker_loses_no_job(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     # A statement sent just before the kill still commits: read the rows once the killed
-    # workers' backends are gone.
-    wait_until(lambda: other_backends() == 0)
+    # workers' statements have ended.
+    wait_until(lambda: other_active_backends() == 0)
     owned_at_kill = set(Job.objects.filter(status="running").values_list("id", flat=True))
     assert owned_at_kill, "the kill should have caught jobs mid-flight"
 

@@ -128,11 +128,11 @@ def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 6
     return text
 
 
-def other_backends() -> int:
-    """Server backends of the test database besides this test's own connection."""
+def other_active_backends() -> int:
+    """Statements running in the test database besides this test's own connection's."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND state = 'active'"
         )
         return int(cursor.fetchone()[0])
