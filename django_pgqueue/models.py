@@ -100,15 +100,9 @@ class Job(models.Model):
         db_table = "pgqueue_job"
         ordering = ["-id"]
         indexes = [
-            # The claim, all queues: runnable rows in claim order.
-            models.Index(
-                models.F("priority").desc(),
-                "run_after",
-                "id",
-                name="pgqueue_job_claim",
-                condition=Q(status=JobStatus.PENDING),
-            ),
-            # The claim, named queues: one index range per queue.
+            # Pending jobs per queue, in claim order: the dashboard's counts and the admin. The
+            # claims read the ready ring instead (``sql.ready``), whose dead entries stay bounded
+            # under a pinned xmin horizon.
             models.Index(
                 "queue",
                 models.F("priority").desc(),
@@ -128,13 +122,6 @@ class Job(models.Model):
                 fields=["finished_at"],
                 name="pgqueue_job_finished",
                 condition=Q(status__in=list(FINISHED)),
-            ),
-            # Whether limited jobs wait (workers then claim with the statement that counts them).
-            models.Index(
-                fields=["id"],
-                name="pgqueue_job_limited",
-                condition=Q(status=JobStatus.PENDING)
-                & (Q(rate_key__isnull=False) | Q(concurrency_limit__isnull=False)),
             ),
             # The admin's "dead jobs" view and bulk retry stay fast on big tables.
             models.Index(

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from django_pgqueue import operations
 from django_pgqueue.models import Job
+from django_pgqueue.queues import pause_queue
 from django_pgqueue.sql import ready
 from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
@@ -27,8 +28,8 @@ def slot_counts() -> dict[int, int]:
 
 
 def plain_claim(db=None, limit=10, queues=None):
-    """The worker's claim while no queue has settings, from the ring (the manager's obeys
-    queue settings and limits: the limited claim, which reads the job table)."""
+    """The worker's claim while no queue has settings (the manager's obeys queue settings and
+    limits: the limited claim). Both read the ring."""
     db = db or operations.DjangoDatabase("default")
     return operations.claim_counted(db, "w", queues, limit, 60.0, controlled=False)[0]
 
@@ -92,19 +93,27 @@ def test_retried_and_released_jobs_get_their_ready_rows_back(queue_connection):
     assert [j.pk for j in plain_claim()] == [created.pk]
 
 
-def test_a_pinned_horizon_leaves_the_claim_path_bounded(other_connection, queue_connection):
+@pytest.mark.parametrize("controlled", [False, True], ids=["plain", "limited"])
+def test_a_pinned_horizon_leaves_the_claim_path_bounded(
+    other_connection, queue_connection, controlled
+):
     """A second connection holds an XID (idle in transaction) while three slots' worth of jobs
     are enqueued, claimed and finished: the slots left behind are truncated anyway, so the
-    ring's size stays that of a few slots, while the job table's own claim index grows."""
+    ring's size stays that of a few slots, while the job table's own claim index grows. The
+    limited claim (some queue paused) reads the ring the same way."""
+    if controlled:
+        pause_queue("elsewhere")
     with other_connection.cursor() as cursor:
         cursor.execute("BEGIN")
         cursor.execute("SELECT txid_current()")
     try:
         total = 3 * ready.SLOT_SPAN
-        claim_index_before = relation_pages("pgqueue_job_claim")
+        claim_index_before = relation_pages("pgqueue_job_claim_queue")
         for _ in range(total // 1024):
             jobs.noop.enqueue_many([()] * 1024)
-            while batch := plain_claim(queue_connection, 256):
+            while batch := operations.claim_counted(
+                queue_connection, "w", None, 256, 60.0, controlled=controlled
+            )[0]:
                 now = datetime.now(UTC)
                 outcomes = [
                     operations.Outcome(j.pk, "completed", now, now, result_json="null")
@@ -139,7 +148,7 @@ def test_a_pinned_horizon_leaves_the_claim_path_bounded(other_connection, queue_
         assert len(truncated) == ready.RING_SLOTS - 1, truncated
         # The job table's pending index kept every dead entry (nothing could vacuum it); the
         # ring holds at most the slot being written, and no live row.
-        assert relation_pages("pgqueue_job_claim") > claim_index_before + 10
+        assert relation_pages("pgqueue_job_claim_queue") > claim_index_before + 10
         assert sum(slot_counts().values()) == 0
     finally:
         with other_connection.cursor() as cursor:
@@ -207,6 +216,44 @@ def test_a_table_made_by_0_1_keeps_every_job_through_the_migration():
     assert rows == {(1, 2): ("completed", 3), (3, 4): ("completed", 7), (5, 6): ("completed", 11)}
     lost = Job.objects.get(name__endswith="noop")
     assert (lost.status, lost.attempts) == ("completed", 2), "the 0.1 running job was reclaimed"
+
+
+def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
+    """Pending limited jobs enqueued before 0007 (ready rows without a rate key or a
+    concurrency limit) get them, so the limited claim, now reading the ring, keeps their
+    limits: a concurrency limit of 2 runs two of three at once, a rate-limited job waits for
+    the limited claim instead of being taken by the plain one."""
+    call_command("migrate", "django_pgqueue", "0006", verbosity=0)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, "
+                "concurrency_key, concurrency_limit) SELECT 'default', "
+                "'tests.testapp.jobs.noop', '[]', '{}', now(), 'k', 2 FROM generate_series(1, 3)"
+            )
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, rate_key) "
+                "VALUES ('default', 'tests.testapp.jobs.add', '[1, 2]', '{}', now(), 'r')"
+            )
+    finally:
+        call_command("migrate", "django_pgqueue", verbosity=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE concurrency_limit = 2), "
+            "count(*) FILTER (WHERE rate_key = 'r') FROM pgqueue_ready"
+        )
+        assert cursor.fetchone() == (3, 1)
+    db = operations.DjangoDatabase("default")
+    assert operations.limits_in_use(db)
+    assert [j.name for j in plain_claim(limit=10)] == ["tests.testapp.jobs.noop"], (
+        "the plain claim runs one job per key and leaves the rate-limited job alone"
+    )
+    Job.objects.filter(status="running").update(status="pending")  # hand it back
+    got = operations.claim_counted(db, "w", None, 10, 60.0, controlled=True)[0]
+    assert (
+        sorted(j.name for j in got) == ["tests.testapp.jobs.add"] + ["tests.testapp.jobs.noop"] * 2
+    )
+    assert sorted(j.concurrency_slot for j in got if j.concurrency_key) == [0, 1]
 
 
 def test_a_job_committed_after_the_claim_began_is_claimed_not_dropped(other_connection):

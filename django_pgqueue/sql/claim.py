@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
-from django_pgqueue.sql.ready import READY_TABLE
+from django_pgqueue.sql.ready import READY_TABLE, delete_taken
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -23,16 +23,19 @@ _DEAD = f"'{JobStatus.DEAD.value}'"
 _CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
-# only the ring's slots (slot >= 0; the later partition is pruned at plan time).
+# only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
+# jobs are the limited claim's (``sql.limits``).
 _FRESH_FILTER = f"""
-    r.slot >= 0
+    r.slot >= 0 AND r.rate_key IS NULL
     AND (r.concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM {TABLE} x
                     WHERE x.status = {_RUNNING} AND x.concurrency_key = r.concurrency_key)
         AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
 """
 _FRESH_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
-_FRESH_COLUMNS = "r.slot, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
+_FRESH_COLUMNS = (
+    "r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
+)
 _FRESH_FROM = f"{READY_TABLE} r"
 _FRESH_LOCK = "FOR UPDATE SKIP LOCKED"
 
@@ -74,37 +77,30 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
 # skipped, not waited for), by ``id = ANY``, never by a join on id: planning a join on the
 # primary key reads its actual end (get_actual_variable_range), stepping over every dead entry
 # a pinned horizon leaves there, on every claim that is planned again.
-# ``runnable``: the job is still pending and due, and not rate-limited. A ready row whose job
-# is not (cancelled, claimed through a duplicate row or by the limited claim, rescheduled) is
-# deleted by the claim, its job left alone (a rate-limited job is the limited claim's, which
-# reads the job table). clock_timestamp(), not now(): a job committed after this transaction
-# began (its run_after is its own transaction's start) may be seen here, and is due all the
-# same. A ready row whose job is gone is left to ``pgqueue_ready_recycle``.
+# ``runnable``: the job is still pending and due. A ready row whose job is not (cancelled,
+# claimed through a duplicate row, rescheduled) is deleted by the claim, its job left alone.
+# clock_timestamp(), not now(): a job committed after this transaction began (its run_after
+# is its own transaction's start) may be seen here, and is due all the same. A ready row whose
+# job is gone is left to ``pgqueue_ready_recycle``.
 _PICK_FRESH = f"""
 WITH fresh AS MATERIALIZED ({{fresh}}
 ), jobs AS MATERIALIZED (
     SELECT j.id,
-        (j.status = {_PENDING} AND j.run_after <= clock_timestamp() AND j.rate_key IS NULL)
-        AS runnable
+        (j.status = {_PENDING} AND j.run_after <= clock_timestamp()) AS runnable
     FROM {TABLE} j WHERE j.id = ANY(ARRAY(SELECT id FROM fresh))
     FOR UPDATE SKIP LOCKED
 ), checked AS MATERIALIZED (
     SELECT f.*, b.runnable FROM fresh f JOIN jobs b USING (id)
 ), picked AS (
-    (SELECT slot, id FROM checked WHERE runnable AND concurrency_key IS NULL)
+    (SELECT slot, row_id, id FROM checked WHERE runnable AND concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) slot, id FROM checked
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM checked
      WHERE runnable AND concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
 ), gone AS (
-    SELECT slot, id FROM picked UNION ALL SELECT slot, id FROM checked WHERE NOT runnable
-), taken AS (
-    -- By slot and job id: one index probe in each slot concerned (pruned at run time).
-    DELETE FROM {READY_TABLE} t
-    WHERE t.slot >= 0 AND t.slot = ANY(ARRAY(SELECT slot FROM gone))
-      AND t.job_id = ANY(ARRAY(SELECT id FROM gone))
-)"""
+    SELECT slot, row_id FROM picked UNION ALL SELECT slot, row_id FROM checked WHERE NOT runnable
+){delete_taken("gone")}"""
 
 # Running jobs whose heartbeat is older than the visibility timeout: their worker died.
 # A statement of its own, run about once a second, not with every claim: under MVCC pressure

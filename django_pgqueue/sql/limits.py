@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
-from django_pgqueue.sql.ready import READY_TABLE
+from django_pgqueue.sql.ready import READY_TABLE, delete_taken
 from django_pgqueue.states import JobStatus
 
 WINDOW_TABLE = "pgqueue_rate_window"
@@ -54,12 +54,13 @@ WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
 
 DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
 
-#: Whether limited jobs wait (a small partial index). A rate window outlives its last job: it
-#: does not count here, or one rate-limited job would keep every worker on the limited claim
-#: for good. (A queue's own rate window comes with its queue row, which counts as settings.)
+#: Whether limited jobs wait (the ready ring's small partial index, dead entries bounded like
+#: the ring's). A rate window outlives its last job: it does not count here, or one
+#: rate-limited job would keep every worker on the limited claim for good. (A queue's own rate
+#: window comes with its queue row, which counts as settings.)
 LIMITS_IN_USE = f"""
-SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE status = {_PENDING}
-               AND (rate_key IS NOT NULL OR concurrency_limit IS NOT NULL))
+SELECT EXISTS (SELECT 1 FROM {READY_TABLE}
+               WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
 """
 
 LOCK_LIMITS = f"""
@@ -82,34 +83,38 @@ def _running(column: str, value: str) -> str:
     return f"(SELECT count(*) FROM {TABLE} x WHERE x.status = {_RUNNING} AND x.{column} = {value})"
 
 
-# Per row, so that jobs held back never fill the LIMIT: a job whose key, queue or window is full
-# is not a candidate at all.
+# Candidates come from the ready ring (``sql.ready``), like the plain claim's, never from the
+# job table's indexes. Per row, so that jobs held back never fill the LIMIT: a job whose key,
+# queue or window is full is not a candidate at all.
 _FILTER = f"""
-    status = {_PENDING} AND run_after <= now() AND {not_paused("j.queue")}
-    AND (concurrency_key IS NULL OR (
-        {_running("concurrency_key", "j.concurrency_key")} < coalesce(j.concurrency_limit, 1)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || concurrency_key, 0))))
-    AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qc WHERE qc.name = j.queue
+    r.slot >= 0 AND {not_paused("r.queue")}
+    AND (r.concurrency_key IS NULL OR (
+        {_running("concurrency_key", "r.concurrency_key")} < coalesce(r.concurrency_limit, 1)
+        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
+    AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qc WHERE qc.name = r.queue
         AND qc.concurrency_limit IS NOT NULL
-        AND {_running("queue", "j.queue")} >= qc.concurrency_limit)
+        AND {_running("queue", "r.queue")} >= qc.concurrency_limit)
     AND NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} qw
-        WHERE qw.id = 'queue:' || j.queue AND {_free("qw")} <= 0)
-    AND (rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
-        WHERE kw.id = 'key:' || j.rate_key AND {_free("kw")} <= 0))
+        WHERE qw.id = 'queue:' || r.queue AND {_free("qw")} <= 0)
+    AND (r.rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
+        WHERE kw.id = 'key:' || r.rate_key AND {_free("kw")} <= 0))
 """
-_ORDER = "ORDER BY priority DESC, run_after, id"
-_COLUMNS = "id, queue, concurrency_key, concurrency_limit, rate_key, priority, run_after"
+_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
+_COLUMNS = (
+    "r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, "
+    "r.concurrency_limit, r.rate_key, r.priority, r.run_after"
+)
 
 # ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
 _FRESH_ALL_QUEUES = f"""
-    SELECT {_COLUMNS}, 0 AS ord FROM {TABLE} j WHERE {_FILTER} {_ORDER}
+    SELECT {_COLUMNS}, 0 AS ord FROM {READY_TABLE} r WHERE {_FILTER} {_ORDER}
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 """
 
 _FRESH_NAMED_QUEUES = f"""
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT {_COLUMNS} FROM {TABLE} j WHERE j.queue = q.name AND {_FILTER} {_ORDER}
+        SELECT {_COLUMNS} FROM {READY_TABLE} r WHERE r.queue = q.name AND {_FILTER} {_ORDER}
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED
     ) c
     LIMIT %(limit)s
@@ -130,8 +135,19 @@ def _record_starts(prefix: str, column: str) -> str:
     WHERE w.id = p.id"""
 
 
+# The candidates' job rows are locked by ``id = ANY`` (SKIP LOCKED), as in the plain claim
+# (``sql.claim``); a ready row whose job is no longer pending and due is deleted, the job left
+# alone.
 _CLAIM = f"""
-WITH fresh AS MATERIALIZED ({{fresh}}
+WITH candidates AS MATERIALIZED ({{fresh}}
+), jobs AS MATERIALIZED (
+    SELECT j.id, (j.status = {_PENDING} AND j.run_after <= clock_timestamp()) AS runnable
+    FROM {TABLE} j WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
+    FOR UPDATE SKIP LOCKED
+), checked AS MATERIALIZED (
+    SELECT c.*, b.runnable FROM candidates c JOIN jobs b USING (id)
+), fresh AS (
+    SELECT * FROM checked WHERE runnable
 ), ranked AS (
     SELECT f.*,
         row_number() OVER (PARTITION BY f.queue {_ORDER_F}) AS queue_n,
@@ -162,7 +178,7 @@ WITH fresh AS MATERIALIZED ({{fresh}}
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
     ) p
 ), picked AS MATERIALIZED (
-    SELECT e.id, e.queue, e.rate_key, pl.place FROM eligible e
+    SELECT e.id, e.slot, e.row_id, e.queue, e.rate_key, pl.place FROM eligible e
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
     ORDER BY e.ord, e.priority DESC, e.run_after, e.id
@@ -171,10 +187,9 @@ WITH fresh AS MATERIALIZED ({{fresh}}
     {_record_starts("key:", "rate_key")}
 ), queue_starts AS (
     {_record_starts("queue:", "queue")}
-), ready_taken AS (
-    -- The ready rows of the jobs taken (the plain claim's ring, ``sql.ready``).
-    DELETE FROM {READY_TABLE} WHERE job_id = ANY(ARRAY(SELECT id FROM picked))
-)
+), gone AS (
+    SELECT slot, row_id FROM picked UNION ALL SELECT slot, row_id FROM checked WHERE NOT runnable
+){delete_taken("gone")}
 UPDATE {TABLE} j SET
     status = {_RUNNING},
     attempts = least(j.attempts, 2147483646) + 1,
@@ -182,9 +197,8 @@ UPDATE {TABLE} j SET
     locked_by = %(worker)s,
     started_at = {_NOW},
     finished_at = NULL,
-    concurrency_slot = coalesce(p.place, 0)
-FROM picked p
-WHERE j.id = p.id
+    concurrency_slot = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """
 

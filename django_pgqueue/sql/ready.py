@@ -13,6 +13,10 @@ small row in ``pgqueue_ready``, a table partitioned by ``slot``:
 * ``pgqueue_ready_later`` (slot -1): jobs whose ``run_after`` is in the future. Claims never
   read it; due rows are promoted into the ring in batches, about once a second per worker.
 
+A ready row copies what the claims choose by: queue, priority, run_after, concurrency key,
+and (since ``0007_ready_limits``) rate key and concurrency limit, so the limited claim
+(``sql.limits``) reads the ring too.
+
 Triggers on ``pgqueue_job`` keep the rows (see the migration ``0006_ready_ring``): a job
 inserted pending, or updated into ``pending`` (a retry, a release, a hand-back) or to a new
 ``run_after`` (run now), gets its ready row; a pending job deleted (or the table truncated)
@@ -32,8 +36,16 @@ LATER_TABLE = "pgqueue_ready_later"
 RING_SLOTS = 8
 SLOT_SPAN = 4096
 LATER_SLOT = -1
+#: Rows left in a drained slot that recycling moves on (more: the slot is still draining).
+STRAGGLERS = 256
 
 _PENDING = f"'{JobStatus.PENDING.value}'"
+
+#: The job columns a ready row copies: those of ``0006_ready_ring``, and the limits' (``0007``).
+BASE_COLUMNS = ("queue", "priority", "run_after", "concurrency_key")
+LIMIT_COLUMNS = ("rate_key", "concurrency_limit")
+COLUMNS = BASE_COLUMNS + LIMIT_COLUMNS
+_COPIED = ", ".join(COLUMNS)
 
 
 def slot_table(slot: int) -> str:
@@ -50,12 +62,31 @@ WITH due AS (
         ORDER BY run_after
         LIMIT %s
         FOR UPDATE SKIP LOCKED))
-    RETURNING r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key
+    RETURNING r.job_id, {", ".join("r." + c for c in COLUMNS)}
 )
-INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
-SELECT pgqueue_ready_slot(job_id, run_after), job_id, queue, priority, run_after, concurrency_key
+INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+SELECT pgqueue_ready_slot(job_id, run_after), job_id, {_COPIED}
 FROM due
 """
+
+
+def delete_taken(gone: str) -> str:
+    """CTEs, to follow another, deleting the ring rows listed by the CTE ``gone`` (``slot``,
+    ``row_id``: the row's ``ctid``, stable while the claim holds its lock).
+
+    One ``DELETE`` per slot, each fetching its own rows by ``ctid``: no index to read, and the
+    ring keeps no index on ``job_id`` for it to write at every enqueue. (A ``DELETE`` on the
+    partitioned table with ``slot = ANY(...)`` would visit every slot: run-time pruning does
+    not take an array parameter.)
+    """
+    return "".join(
+        f""", taken_{slot} AS (
+    DELETE FROM {READY_TABLE}_{slot}
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM {gone} WHERE slot = {slot}))
+)"""
+        for slot in range(RING_SLOTS)
+    )
+
 
 #: Ring slots worth recycling: not the one inserts go to now, and not already empty on disk.
 RECYCLABLE = f"""
@@ -77,6 +108,109 @@ _PARTITIONS = "\n".join(
     f"CREATE TABLE {READY_TABLE}_{s} PARTITION OF {READY_TABLE} FOR VALUES IN ({s});"
     for s in range(RING_SLOTS)
 )
+
+
+def _keep_rows(columns: tuple[str, ...]) -> str:
+    """The trigger functions, the update trigger and the recycling function, for ready rows
+    that copy ``columns``: ``CREATE OR REPLACE``, so a migration can change the copied set."""
+    copied = ", ".join(columns)
+    new_values = ", ".join(f"NEW.{c}" for c in columns)
+    changed = "\n        OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in columns)
+    pending = _PENDING.replace("'", "''")
+    return f"""
+CREATE OR REPLACE FUNCTION pgqueue_ready_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {READY_TABLE} (slot, job_id, {copied})
+    SELECT pgqueue_ready_slot(id, run_after), id, {copied}
+    FROM inserted WHERE status = {_PENDING};
+    RETURN NULL;
+END;
+$$;
+
+-- A job became pending (retry, release, hand-back) or pending with a new run_after (run now):
+-- its row goes where its run_after says. A later row it had is replaced; a ring row it may
+-- still have is left to the claim, which deletes rows whose job is not pending and due.
+CREATE OR REPLACE FUNCTION pgqueue_ready_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.status = {_PENDING} THEN
+        DELETE FROM {READY_TABLE} WHERE slot = {LATER_SLOT} AND job_id = OLD.id;
+    END IF;
+    INSERT INTO {READY_TABLE} (slot, job_id, {copied})
+    VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, {new_values});
+    RETURN NULL;
+END;
+$$;
+DROP TRIGGER IF EXISTS pgqueue_job_ready_update ON {TABLE};
+CREATE TRIGGER pgqueue_job_ready_update
+    AFTER UPDATE OF status, {copied} ON {TABLE}
+    FOR EACH ROW WHEN (NEW.status = {_PENDING} AND (
+        OLD.status <> {_PENDING}
+        OR {changed}))
+    EXECUTE FUNCTION pgqueue_ready_update();
+
+-- TRUNCATE a ring slot that inserts have moved past: its dead tuples go with it, whatever the
+-- xmin horizon. Under ACCESS EXCLUSIVE (NOWAIT: a slot in use is left for the next round), so
+-- no insert or claim can be in flight on it. A slot with a few rows left (at most
+-- {STRAGGLERS}) is cleared of those whose jobs are gone or no longer pending, and the rest move to
+-- the slot inserts go to now; one with more is still draining and is left alone.
+CREATE OR REPLACE FUNCTION pgqueue_ready_recycle(ring_slot integer) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    part text := format('{READY_TABLE}_%s', ring_slot);
+    rows_left bigint;
+    target integer;
+BEGIN
+    EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE NOWAIT', part);
+    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT {STRAGGLERS + 1}) s', part)
+        INTO rows_left;
+    IF rows_left > {STRAGGLERS} THEN
+        RETURN false;
+    END IF;
+    IF rows_left > 0 THEN
+        EXECUTE format(
+            'DELETE FROM %I r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j '
+            'WHERE j.id = r.job_id AND j.status = {pending})', part);
+        -- Stragglers (pending jobs of a queue no worker serves, say) move to the slot inserts
+        -- go to now, so they never keep this one from being truncated.
+        target := (coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
+                   / {SLOT_SPAN}) % {RING_SLOTS};
+        IF target = ring_slot THEN
+            RETURN false;
+        END IF;
+        EXECUTE format(
+            'WITH moved AS (DELETE FROM %I RETURNING *) '
+            'INSERT INTO {READY_TABLE} (slot, job_id, {copied}) '
+            'SELECT %s, job_id, {copied} FROM moved', part, target);
+    END IF;
+    EXECUTE format('TRUNCATE %I', part);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END;
+$$;
+"""
+
+
+# A job deleted while pending: its ready row, found by a join (the ring's slots have no index on
+# job_id; the later partition has its own).
+_DELETE_BY_JOIN = f"""
+CREATE OR REPLACE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {READY_TABLE} r USING deleted d
+    WHERE r.job_id = d.id AND d.status = {_PENDING};
+    RETURN NULL;
+END;
+$$;
+"""
+_DELETE_BY_INDEX = f"""
+CREATE OR REPLACE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {READY_TABLE}
+    WHERE job_id = ANY(ARRAY(SELECT id FROM deleted WHERE status = {_PENDING}));
+    RETURN NULL;
+END;
+$$;
+"""
 
 CREATE = f"""
 CREATE TABLE {READY_TABLE} (
@@ -101,50 +235,14 @@ LANGUAGE sql VOLATILE AS $$
     SELECT (CASE WHEN run_after > clock_timestamp() THEN {LATER_SLOT}
             ELSE (job_id / {SLOT_SPAN}) % {RING_SLOTS} END)::smallint
 $$;
-
-CREATE FUNCTION pgqueue_ready_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
-    SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key
-    FROM inserted WHERE status = {_PENDING};
-    RETURN NULL;
-END;
-$$;
+{_keep_rows(BASE_COLUMNS)}
 CREATE TRIGGER pgqueue_job_ready_insert
     AFTER INSERT ON {TABLE} REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_insert();
 
--- A job became pending (retry, release, hand-back) or pending with a new run_after (run now):
--- its row goes where its run_after says. A later row it had is replaced; a ring row it may
--- still have is left to the claim, which deletes rows whose job is not pending and due.
-CREATE FUNCTION pgqueue_ready_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF OLD.status = {_PENDING} THEN
-        DELETE FROM {READY_TABLE} WHERE slot = {LATER_SLOT} AND job_id = OLD.id;
-    END IF;
-    INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
-    VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, NEW.queue, NEW.priority,
-            NEW.run_after, NEW.concurrency_key);
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER pgqueue_job_ready_update
-    AFTER UPDATE OF status, run_after, priority, queue, concurrency_key ON {TABLE}
-    FOR EACH ROW WHEN (NEW.status = {_PENDING} AND (
-        OLD.status <> {_PENDING} OR OLD.run_after IS DISTINCT FROM NEW.run_after
-        OR OLD.priority <> NEW.priority OR OLD.queue <> NEW.queue
-        OR OLD.concurrency_key IS DISTINCT FROM NEW.concurrency_key))
-    EXECUTE FUNCTION pgqueue_ready_update();
-
 -- Deleted pending jobs take their ready rows with them (prune deletes finished jobs only: its
 -- transition table holds no pending row), and TRUNCATE of the job table empties the ring.
-CREATE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM {READY_TABLE}
-    WHERE job_id = ANY(ARRAY(SELECT id FROM deleted WHERE status = {_PENDING}));
-    RETURN NULL;
-END;
-$$;
+{_DELETE_BY_INDEX}
 CREATE TRIGGER pgqueue_job_ready_delete
     AFTER DELETE ON {TABLE} REFERENCING OLD TABLE AS deleted
     FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_delete();
@@ -157,51 +255,38 @@ $$;
 CREATE TRIGGER pgqueue_job_ready_truncate
     AFTER TRUNCATE ON {TABLE} FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_truncate();
 
--- TRUNCATE a ring slot that inserts have moved past: its dead tuples go with it, whatever the
--- xmin horizon. Under ACCESS EXCLUSIVE (NOWAIT: a slot in use is left for the next round), so
--- no insert or claim can be in flight on it. A slot with a few rows left (at most 256) is
--- cleared of those whose jobs are gone or no longer pending, and the rest move to the slot
--- inserts go to now; one with more is still draining and is left alone.
-CREATE FUNCTION pgqueue_ready_recycle(ring_slot integer) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    part text := format('{READY_TABLE}_%s', ring_slot);
-    rows_left bigint;
-    target integer;
-BEGIN
-    EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE NOWAIT', part);
-    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT 257) s', part) INTO rows_left;
-    IF rows_left > 256 THEN
-        RETURN false;
-    END IF;
-    IF rows_left > 0 THEN
-        EXECUTE format(
-            'DELETE FROM %I r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j '
-            'WHERE j.id = r.job_id AND j.status = {_PENDING.replace("'", "''")})', part);
-        -- Stragglers (pending jobs of a queue no worker serves, say) move to the slot inserts
-        -- go to now, so they never keep this one from being truncated.
-        target := (coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
-                   / {SLOT_SPAN}) % {RING_SLOTS};
-        IF target = ring_slot THEN
-            RETURN false;
-        END IF;
-        EXECUTE format(
-            'WITH moved AS (DELETE FROM %I RETURNING *) '
-            'INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, '
-            'concurrency_key) SELECT %s, job_id, queue, priority, run_after, concurrency_key '
-            'FROM moved', part, target);
-    END IF;
-    EXECUTE format('TRUNCATE %I', part);
-    RETURN true;
-EXCEPTION WHEN lock_not_available THEN
-    RETURN false;
-END;
-$$;
-
 -- Pending jobs of a table made before the ring.
-INSERT INTO {READY_TABLE} (slot, job_id, queue, priority, run_after, concurrency_key)
-SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key
+INSERT INTO {READY_TABLE} (slot, job_id, {", ".join(BASE_COLUMNS)})
+SELECT pgqueue_ready_slot(id, run_after), id, {", ".join(BASE_COLUMNS)}
 FROM {TABLE} WHERE status = {_PENDING};
+"""
+
+#: ``0007_ready_limits``: ready rows copy the job's rate key and concurrency limit, so the
+#: limited claim reads the ring like the plain one; a partial index says whether limited jobs
+#: wait (the ring's slots are truncated once drained: its dead entries stay bounded). The
+#: claims delete the rows they take by ``ctid``, so only the later partition (whose rows the
+#: update trigger and the promotion find by job) keeps an index on ``job_id``: one index write
+#: less per enqueued job.
+ADD_LIMITS = f"""
+ALTER TABLE {READY_TABLE} ADD COLUMN rate_key varchar(255), ADD COLUMN concurrency_limit integer;
+CREATE INDEX {READY_TABLE}_limited ON {READY_TABLE} (job_id)
+    WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL;
+CREATE INDEX {LATER_TABLE}_job ON {LATER_TABLE} (job_id);
+DROP INDEX {READY_TABLE}_job;
+{_DELETE_BY_JOIN}
+{_keep_rows(COLUMNS)}
+UPDATE {READY_TABLE} r SET rate_key = j.rate_key, concurrency_limit = j.concurrency_limit
+FROM {TABLE} j
+WHERE j.id = r.job_id AND (j.rate_key IS NOT NULL OR j.concurrency_limit IS NOT NULL);
+"""
+
+REMOVE_LIMITS = f"""
+{_keep_rows(BASE_COLUMNS)}
+{_DELETE_BY_INDEX}
+DROP INDEX {LATER_TABLE}_job;
+CREATE INDEX {READY_TABLE}_job ON {READY_TABLE} (job_id);
+DROP INDEX IF EXISTS {READY_TABLE}_limited;
+ALTER TABLE {READY_TABLE} DROP COLUMN rate_key, DROP COLUMN concurrency_limit;
 """
 
 DROP = f"""
