@@ -52,11 +52,13 @@ class StaleScan:
     After a scan that took fewer jobs than it could, everything locked before its cutoff was
     seen, so the next starts ``margin`` seconds before that cutoff (for claims and heartbeats
     that commit a little after their ``now()``). Every ``full_every`` seconds a scan starts at
-    the beginning again, for locks an operator set back by hand.
+    the beginning again, for locks an operator set back by hand. Under a pinned xmin horizon
+    that scan walks the dead entries of every job finished since (600,000 after ten minutes
+    at 1,000 jobs/s, a slow claim), so it runs rarely.
     """
 
     margin: float = 5.0
-    full_every: float = 300.0
+    full_every: float = 1800.0
     since: datetime | None = None
     last_full: datetime | None = None
 
