@@ -42,8 +42,8 @@ def behind_a_pooler(conn: psycopg.Connection[Any]) -> bool:
     return row is not None and row[0] != conn.info.backend_pid
 
 
-#: Index scans only: see ``QueueConnection._open``.
-SET_INDEX_SCANS = "SET enable_seqscan = off; SET enable_bitmapscan = off"
+#: Index scans only, no JIT: see ``QueueConnection._open``.
+SET_WORKER_SESSION = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET jit = off"
 
 
 class QueueConnection:
@@ -104,8 +104,12 @@ class QueueConnection:
         # and refilled all the time, so their statistics are never right: estimating a slot
         # nearly empty, the planner reads every ready row of the queue by bitmap and sorts
         # them, on every claim (a 15,000-job backlog: 123 us of PostgreSQL CPU per job instead
-        # of 45). Other scans are still possible, just never preferred.
-        wrapper.connection.execute(SET_INDEX_SCANS)
+        # of 45). Other scans are still possible, just never preferred: a plan that needs one
+        # (a table without a usable index, like the worker table's pruning, or the ring's
+        # recycling) costs 1e10 more, far above jit_above_cost, so the server would compile
+        # each such statement with LLVM, 70 ms of CPU for a DELETE of no rows. The worker's
+        # statements are all short: JIT never pays for itself here.
+        wrapper.connection.execute(SET_WORKER_SESSION)
         self._wrapper = wrapper
 
     @contextmanager
