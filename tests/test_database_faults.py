@@ -205,7 +205,12 @@ def test_terminating_every_worker_connection_loses_and_repeats_nothing(
 ):
     out = tmp_path / "out"
     queue = cluster_queue
-    proc = start_worker("--processes", "2", "--threads", "2", env=private_cluster.env(**WORKER_ENV))
+    # A claim that commits just before its connection is terminated never reaches the worker:
+    # its jobs stay running, locked by the worker, until the visibility timeout, and are then
+    # reclaimed and run (once). A timeout well inside the wait below lets that case finish too;
+    # with heartbeats every 0.5 s and 50 ms jobs, no running job is reclaimed by mistake.
+    env = private_cluster.env(**{**WORKER_ENV, "PGQUEUE_VISIBILITY_TIMEOUT": "15"})
+    proc = start_worker("--processes", "2", "--threads", "2", env=env)
     try:
         queue.enqueue_many(jobs.db_record, [(str(out), f"db-{i}", 0.05) for i in range(60)])
         queue.enqueue_many(jobs.record, [(str(out), f"plain-{i}", 0.05) for i in range(60)])
