@@ -191,26 +191,29 @@ $$;
 """
 
 
-# A job deleted while pending: its ready row, found by a join (the ring's slots have no index on
-# job_id; the later partition has its own).
-_DELETE_BY_JOIN = f"""
+def _delete_function(statement: str) -> str:
+    """The function of the trigger that deletes the ready rows of jobs deleted while pending."""
+    return f"""
 CREATE OR REPLACE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM {READY_TABLE} r USING deleted d
-    WHERE r.job_id = d.id AND d.status = {_PENDING};
+    {statement};
     RETURN NULL;
 END;
 $$;
 """
-_DELETE_BY_INDEX = f"""
-CREATE OR REPLACE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM {READY_TABLE}
-    WHERE job_id = ANY(ARRAY(SELECT id FROM deleted WHERE status = {_PENDING}));
-    RETURN NULL;
-END;
-$$;
-"""
+
+
+# Found by a join (the ring's slots have no index on job_id since 0007; the later partition has
+# its own), or, before 0007, by the ring's job_id index.
+_DELETE_BY_JOIN = _delete_function(
+    f"""DELETE FROM {READY_TABLE} r USING deleted d
+    WHERE r.job_id = d.id AND d.status = {_PENDING}"""
+)
+_DELETE_BY_INDEX = _delete_function(
+    f"""DELETE FROM {READY_TABLE}
+    WHERE job_id = ANY(ARRAY(SELECT id FROM deleted WHERE status = {_PENDING}))"""
+)
+
 
 CREATE = f"""
 CREATE TABLE {READY_TABLE} (
