@@ -15,6 +15,7 @@ from django_pgqueue import InvalidJobArguments, job
 from django_pgqueue.decorators import DroppedPayloadsWarning
 from django_pgqueue.exceptions import DuplicateJobName
 from django_pgqueue.models import Job
+from django_pgqueue.operations import FEW_MAX
 from tests.testapp import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -188,6 +189,52 @@ def test_enqueue_many_inserts_ten_thousand_jobs_in_order():
     rows = dict(Job.objects.values_list("id", "args"))
     assert len(rows) == 10_000
     assert [rows[i] for i in ids] == [[i, i] for i in range(10_000)]
+
+
+@pytest.mark.parametrize("count", [1, FEW_MAX, FEW_MAX + 1])
+def test_enqueue_many_of_a_few_or_many_jobs_keeps_input_order_and_the_callers_transaction(count):
+    # Up to FEW_MAX jobs are one INSERT, above that reserved ids and COPY: the same contract.
+    ids = jobs.add.enqueue_many([(i, -i) for i in range(count)])
+    rows = {j.pk: j for j in Job.objects.filter(id__in=ids)}
+    assert [rows[i].args for i in ids] == [[i, -i] for i in range(count)]
+    assert len({rows[i].run_after for i in ids}) == 1
+    assert {rows[i].status for i in ids} == {"pending"}
+    with pytest.raises(RuntimeError, match="rolled back"), transaction.atomic():
+        jobs.add.enqueue_many([(i, i) for i in range(count)])
+        raise RuntimeError("rolled back")
+    assert Job.objects.count() == count
+
+
+def test_concurrent_enqueue_many_calls_each_get_their_ids_in_input_order():
+    # Ids come from one sequence that concurrent statements draw from in turn: each call must
+    # still map its ids to its own items, in order.
+    threads, calls = 4, 25
+    barrier = threading.Barrier(threads)
+    results: list[tuple[int, int, list[int]]] = []
+    errors: list[BaseException] = []
+
+    def enqueue(worker: int) -> None:
+        try:
+            barrier.wait()
+            for call in range(calls):
+                size = (FEW_MAX, FEW_MAX + 1)[call % 2]
+                ids = jobs.add.enqueue_many([(worker, call * 1000 + i) for i in range(size)])
+                results.append((worker, call, ids))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    pool = [threading.Thread(target=enqueue, args=(w,)) for w in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert errors == []
+    args = dict(Job.objects.values_list("id", "args"))
+    assert len(results) == threads * calls
+    for worker, call, ids in results:
+        assert [args[i] for i in ids] == [[worker, call * 1000 + i] for i in range(len(ids))]
 
 
 def test_enqueue_many_accepts_keyword_dicts_and_checks_every_item():

@@ -8,7 +8,8 @@ tests exercise is what production runs.
 module             owns
 =================  ===================================================================
 ``db``             the :class:`Database` an operation runs on; the error classes
-``enqueue``        :func:`insert`, :func:`insert_many` (COPY), :func:`notify`, :func:`listen`
+``enqueue``        :func:`insert`, :func:`insert_many` (INSERT or COPY), :func:`notify`,
+                   :func:`listen`
 ``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
 ``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`,
                    :func:`cancel_requested`, :func:`save_progress`
@@ -41,7 +42,14 @@ from django_pgqueue.operations.db import (
     Database,
     DjangoDatabase,
 )
-from django_pgqueue.operations.enqueue import BULK_BATCH_SIZE, insert, insert_many, listen, notify
+from django_pgqueue.operations.enqueue import (
+    BULK_BATCH_SIZE,
+    FEW_MAX,
+    insert,
+    insert_many,
+    listen,
+    notify,
+)
 from django_pgqueue.operations.maintenance import (
     WORKER_ROW_RETENTION,
     Pruned,
@@ -81,6 +89,7 @@ __all__ = [
     "CLAIM_RACE_RETRIES",
     "CONNECTION_ERRORS",
     "DATABASE_ERRORS",
+    "FEW_MAX",
     "FIRE_BATCH",
     "QUEUES_CHANGED",
     "RETRYABLE_Q",
