@@ -205,6 +205,22 @@ def test_enqueue_many_of_a_few_or_many_jobs_keeps_input_order_and_the_callers_tr
     assert Job.objects.count() == count
 
 
+@pytest.mark.parametrize("count", [2, FEW_MAX + 1])
+def test_enqueue_many_writes_the_handles_options_on_both_paths(count):
+    later = timezone.now() + timedelta(hours=1)
+    handle = jobs.add.using(
+        queue="bulk-options", priority=7, run_after=later, max_attempts=2, concurrency_key="k"
+    )
+    ids = handle.enqueue_many([(i, i) for i in range(count)])
+    rows = Job.objects.filter(id__in=ids)
+    assert rows.count() == count
+    assert set(rows.values_list("queue", "priority", "max_attempts", "concurrency_key")) == {
+        ("bulk-options", 7, 2, "k")
+    }
+    assert set(rows.values_list("run_after", flat=True)) == {later}
+    assert set(rows.values_list("name", flat=True)) == {jobs.add.name}
+
+
 def test_concurrent_enqueue_many_calls_each_get_their_ids_in_input_order():
     # Ids come from one sequence that concurrent statements draw from in turn: each call must
     # still map its ids to its own items, in order.
