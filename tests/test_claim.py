@@ -6,34 +6,16 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from django_pgqueue.models import Job
 from django_pgqueue.sql import JOB_COLUMNS
 from tests.testapp import jobs
+from tests.utils import run_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run_threads(count, target):
-    errors: list[BaseException] = []
-
-    def wrapped(index):
-        try:
-            target(index)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
 
 
 def test_claim_marks_jobs_running_and_counts_the_attempt():

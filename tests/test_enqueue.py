@@ -17,6 +17,7 @@ from django_pgqueue.exceptions import DuplicateJobName
 from django_pgqueue.models import Job
 from django_pgqueue.operations import FEW_MAX
 from tests.testapp import jobs
+from tests.utils import run_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -227,26 +228,15 @@ def test_concurrent_enqueue_many_calls_each_get_their_ids_in_input_order():
     threads, calls = 4, 25
     barrier = threading.Barrier(threads)
     results: list[tuple[int, int, list[int]]] = []
-    errors: list[BaseException] = []
 
     def enqueue(worker: int) -> None:
-        try:
-            barrier.wait()
-            for call in range(calls):
-                size = (FEW_MAX, FEW_MAX + 1)[call % 2]
-                ids = jobs.add.enqueue_many([(worker, call * 1000 + i) for i in range(size)])
-                results.append((worker, call, ids))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        barrier.wait()
+        for call in range(calls):
+            size = (FEW_MAX, FEW_MAX + 1)[call % 2]
+            ids = jobs.add.enqueue_many([(worker, call * 1000 + i) for i in range(size)])
+            results.append((worker, call, ids))
 
-    pool = [threading.Thread(target=enqueue, args=(w,)) for w in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    assert errors == []
+    run_threads(threads, enqueue)
     args = dict(Job.objects.values_list("id", "args"))
     assert len(results) == threads * calls
     for worker, call, ids in results:

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django.db import connection
+from django.db import connection, connections
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,3 +138,24 @@ def other_active_backends() -> int:
             "AND pid <> pg_backend_pid() AND state = 'active'"
         )
         return int(cursor.fetchone()[0])
+
+
+def run_threads(count: int, target: Callable[[int], object]) -> None:
+    """Run ``target(0)`` .. ``target(count - 1)`` at once, each thread on its own database
+    connection (closed at its end); fails with the first error any of them raised."""
+    errors: list[BaseException] = []
+
+    def wrapped(index: int) -> None:
+        try:
+            target(index)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
