@@ -105,7 +105,8 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
     """Insert one job per ``(args_json, kwargs_json)``; ids in input order.
 
     Up to ``FEW_MAX`` jobs: one ``INSERT``, one round trip (a single statement is atomic by
-    itself). More: COPY, in batches of ``BULK_BATCH_SIZE`` in one transaction, the ids reserved
+    itself). More, or jobs with limits (whose limits are registered first, in the same
+    transaction): COPY, in batches of ``BULK_BATCH_SIZE`` in one transaction, the ids reserved
     from the sequence first, so they come back in input order by construction. Neither has ON
     CONFLICT: this is for jobs without a unique key.
     """
