@@ -78,10 +78,12 @@ def _next_run_after(queue_filter: str) -> str:
     later = (
         f"SELECT min(r.run_after) FROM {READY_TABLE} r WHERE r.slot = {LATER_SLOT} {queue_filter}"
     )
+    # Computed once in a MATERIALIZED CTE: the clamp names its argument three times, and
+    # each copy of the subqueries would be run.
     return f"""
-WITH q AS (SELECT %s::text[] AS names)
-SELECT {readable_timestamp(f"CASE WHEN EXISTS ({ring}) THEN now() ELSE ({later}) END")}
-FROM q
+WITH q AS (SELECT %s::text[] AS names),
+n AS MATERIALIZED (SELECT CASE WHEN EXISTS ({ring}) THEN now() ELSE ({later}) END AS at FROM q)
+SELECT {readable_timestamp("n.at")} FROM n
 """
 
 
