@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import OperationalError, connection
 
 from django_pgqueue import bench
+from django_pgqueue.bench.results import BenchError
 from django_pgqueue.bench.scenarios import runner
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
+from tests.utils import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,3 +110,50 @@ def test_minutes_sets_the_stress_phase_and_bad_values_are_refused(tmp_path):
     data, _ = run_scenario("idle-in-tx", tmp_path, "--minutes=0.05")
     assert data["settings"]["stress"] == pytest.approx(3.0)
     assert [p["seconds"] for p in data["phases"]] == [1.0, 2.0, 3.0, 2.0]
+
+
+def test_a_run_the_server_cuts_off_stops_its_worker_and_deletes_its_rows(tmp_path, monkeypatch):
+    """The server ends the benchmark's own connections mid-run (as a restart does): the run
+    fails, and still stops its ``run_jobs`` process and deletes the scratch queue's rows."""
+    workers: list[runner.WorkerProcess] = []
+
+    class RecordedWorker(runner.WorkerProcess):
+        def start(self) -> None:
+            super().start()
+            workers.append(self)
+
+    monkeypatch.setattr(runner, "WorkerProcess", RecordedWorker)
+
+    def others() -> int:  # the benchmark's own connections: its producer's and its sampler's
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND application_name NOT LIKE 'pgqueue %%'"
+            )
+            return int(cursor.fetchone()[0])
+
+    def cut_off() -> None:
+        try:
+            wait_until(lambda: others() >= 2)
+            with connection.cursor() as cursor:  # this thread's own connection
+                cursor.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND application_name NOT LIKE 'pgqueue %%'"
+                )
+        finally:
+            connection.close()
+
+    killer = threading.Thread(target=cut_off)
+    killer.start()
+    try:
+        with pytest.raises((BenchError, OperationalError)):
+            run_scenario("idle-in-tx", tmp_path, "--stress=30", "--recovery=30")
+        killer.join()
+        assert len(workers) == 1
+        assert workers[0].exit_code is not None, "the run_jobs process was left running"
+    finally:
+        killer.join()
+        for worker in workers:
+            worker.stop()  # never left behind, even when the assertion fails
+    assert not Job.objects.filter(queue__startswith=bench.QUEUE_PREFIX).exists()

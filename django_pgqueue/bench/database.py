@@ -73,6 +73,14 @@ def _fetchone(query: str, params: Sequence[Any] | None = None) -> Any:
         return cursor.fetchone()
 
 
+def drop_broken_connection() -> None:
+    """Close the benchmark's connection if the server ended it, so the next query reconnects
+    (Django reconnects only between requests)."""
+    connection = connections[settings.DATABASE]
+    if connection.connection is not None and not connection.is_usable():
+        connection.close()
+
+
 def vacuum_analyze() -> None:
     """So each measurement starts from a table autovacuum would have left (needs autocommit)."""
     _execute(VACUUM_ANALYZE)

@@ -67,6 +67,7 @@ def run_memory(
         progress.finish(f"VmRSS {rss_first:,} KiB after {first_done:,}, {rss_end:,} KiB at end")
     finally:
         child.stop()
+        database.drop_broken_connection()
         database.delete_queue(queue, mark)
         database.delete_worker_rows(queue)
     return MemoryResult(

@@ -82,6 +82,7 @@ class Bench:
         for child in self.children:
             child.stop()
         self.children.clear()
+        database.drop_broken_connection()
         database.delete_queue(self.queue, self.mark)
         database.delete_worker_rows(self.queue)
         # Leave no dead rows behind for the next run (or the real queues) to step over.

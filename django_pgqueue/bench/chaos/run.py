@@ -193,6 +193,7 @@ class ChaosRun:
             producer.stop()
             worker.stop()
             with contextlib.suppress(*DATABASE_ERRORS):
+                database.drop_broken_connection()
                 database.delete_queue(self.queue, 0)
                 database.delete_worker_rows(self.queue)
             Path(path).unlink(missing_ok=True)

@@ -241,20 +241,28 @@ class ScenarioRun:
         )
 
     def _finish(self) -> None:
-        """Let the backlog drain, count what is left, stop the worker, delete the rows."""
-        deadline = time.monotonic() + self.options.drain_timeout
-        unfinished = -1
-        while time.monotonic() < deadline:
-            unfinished = samples.unfinished(self.queue)
-            if unfinished == 0 or self.worker is None or self.worker.poll() is not None:
-                break
-            time.sleep(0.5)
-        self.result.details["unfinished_at_end"] = unfinished
+        """Let the backlog drain, count what is left, stop the worker, delete the rows.
+
+        Also after a failure: the worker is stopped whatever happens while draining, and a
+        connection the failure broke (a server restart, say) is opened afresh first, so a
+        failed run leaves neither a ``run_jobs`` process nor its rows behind.
+        """
         self.result.details["producer"] = self.producer.describe()
-        self.result.machine["load_average_1m_end"] = samples.load_1m()
-        self.result.details["uptime"] = _uptime()
-        if self.worker is not None:
-            self.worker.stop()
+        try:
+            database.drop_broken_connection()
+            deadline = time.monotonic() + self.options.drain_timeout
+            unfinished = -1
+            while time.monotonic() < deadline:
+                unfinished = samples.unfinished(self.queue)
+                if unfinished == 0 or self.worker is None or self.worker.poll() is not None:
+                    break
+                time.sleep(0.5)
+            self.result.details["unfinished_at_end"] = unfinished
+            self.result.machine["load_average_1m_end"] = samples.load_1m()
+            self.result.details["uptime"] = _uptime()
+        finally:
+            if self.worker is not None:
+                self.worker.stop()
         database.delete_queue(self.queue, self.mark)
         database.delete_worker_rows(self.queue)
         database.vacuum_analyze()
