@@ -243,7 +243,7 @@ class Worker:
                     or now >= (flush_deadline or now)
                     or len(self._outcomes) >= len(self._claimed)  # nothing else in flight
                 ):
-                    unblocking = self._may_unblock(self._outcomes)
+                    unblocking = self._claimer.may_unblock(self._claimed, self._outcomes)
                     retry_at = self._flush()
                     flush_deadline = None
                     if retry_at is not None and not self.burst:  # burst: retries aren't waited for
@@ -351,22 +351,6 @@ class Worker:
         self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
         return taken
-
-    def _may_unblock(self, outcomes: Sequence[Outcome]) -> bool:
-        """Whether writing ``outcomes`` may make a pending job runnable, so the loop looks again
-        at once: a job of a concurrency key frees its key, and any job a place under its queue's
-        limit. A burst always looks (it ends on the claim that comes up short).
-
-        Otherwise a finished job makes nothing runnable, and the loop waits as a short claim
-        left it to (a NOTIFY, the next ``run_after``, the poll): one claim and one
-        ``next_run_after`` less per batch, a third of the worker's statements at a steady rate.
-        """
-        if self.burst or self._claimer.controlled:
-            return True
-        return any(
-            (job := self._claimed.get(outcome.job_id)) is not None and job.concurrency_key
-            for outcome in outcomes
-        )
 
     def _flush(self) -> float | None:
         """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
