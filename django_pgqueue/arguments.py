@@ -8,7 +8,6 @@ PostgreSQL's jsonb (no NUL characters, no lone surrogates); a bad one raises
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 from collections.abc import Mapping, Sequence
@@ -90,14 +89,31 @@ def _text_problem(value: Any) -> str | None:
     return None
 
 
-@functools.cache
 def _positional_bounds(signature: inspect.Signature) -> tuple[int, int] | None:
-    """(required, total) for a signature of plain positional-or-keyword parameters, else None."""
+    """(required, total) for a signature of plain positional-or-keyword parameters, else None.
+
+    Cached by identity: a job function's signature is one object for its life, and hashing a
+    ``Signature`` (what ``functools.cache`` would do) hashes every parameter, 3 us per call,
+    more than the whole check it saves. Signatures made afresh per call (a schedule's check)
+    only fill the cache, which is emptied when it grows past ``_BOUNDS_CACHE_SIZE``.
+    """
+    cached = _bounds_cache.get(id(signature))
+    if cached is not None and cached[0] is signature:
+        return cached[1]
     params = signature.parameters.values()
-    if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
-        return None
-    required = sum(1 for p in params if p.default is inspect.Parameter.empty)
-    return required, len(params)
+    bounds: tuple[int, int] | None = None
+    if all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        required = sum(1 for p in params if p.default is inspect.Parameter.empty)
+        bounds = (required, len(params))
+    if len(_bounds_cache) >= _BOUNDS_CACHE_SIZE:
+        _bounds_cache.clear()
+    # The signature is kept with its bounds, so its id is never reused while cached.
+    _bounds_cache[id(signature)] = (signature, bounds)
+    return bounds
+
+
+_BOUNDS_CACHE_SIZE = 1024
+_bounds_cache: dict[int, tuple[inspect.Signature, tuple[int, int] | None]] = {}
 
 
 def _fits_positionally(signature: inspect.Signature, count: int, kwargs: Mapping[str, Any]) -> bool:
