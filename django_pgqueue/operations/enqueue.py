@@ -166,10 +166,11 @@ def _copy_many(
         for start in range(0, len(payloads), BULK_BATCH_SIZE):
             batch = payloads[start : start + BULK_BATCH_SIZE]
             raw.execute(sql.RESERVE_IDS, [TABLE, len(batch)])
-            reserved = raw.fetchall()
+            reserved = raw.fetchone()
+            assert reserved is not None
+            batch_ids, now = reserved
             if run_after is None:
-                run_after = reserved[0][1]  # the transaction's now(): the column's default
-            batch_ids = [row[0] for row in reserved]
+                run_after = now  # the transaction's now(): the column's default
             with raw.copy(sql.COPY_MANY_LIMITED if limits else sql.COPY_MANY) as copy:
                 for job_id, (args_json, kwargs_json) in zip(batch_ids, batch, strict=True):
                     copy.write_row(
