@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.utils import timezone
 
 from django_pgqueue import CurrentJob, current_job, operations
@@ -179,3 +180,30 @@ def test_a_job_that_ignores_the_request_is_abandoned_after_the_cancel_timeout(tm
     assert "its thread was abandoned" in row.last_error
     assert "finished" not in marker.read_text()  # still sleeping in its abandoned thread
     assert "CancelTimeout" in text
+
+
+def test_finish_stores_its_timestamps_to_the_microsecond_whatever_their_zone():
+    """The outcome's timestamps travel as integers; none is rounded or shifted on the way."""
+    from zoneinfo import ZoneInfo
+
+    db = operations.DjangoDatabase("default")
+    paris = ZoneInfo("Europe/Paris")
+    started = datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)  # before the epoch
+    finished = datetime(2026, 11, 24, 9, 30, 1, 123_457, tzinfo=paris)
+    done = claimed(jobs.add.enqueue(1, 2))
+    result = Outcome(done.pk, JobStatus.COMPLETED, started, finished, outcome=Attempt.COMPLETED)
+    assert operations.finish(db, "w1", [result], delete_completed=False) == {done.pk}
+    done = fetch(done)
+    assert (done.started_at, done.finished_at) == (started, finished)
+
+    retried = claimed(jobs.always_fails.enqueue())
+    far = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+    naive = datetime(2026, 11, 24, 9, 30, 1, 5)  # USE_TZ's default zone, as the session reads it
+    with override_settings(TIME_ZONE="Europe/Paris"):
+        result = Outcome(
+            retried.pk, JobStatus.PENDING, naive, None, run_after=far, outcome=Attempt.RETRIED
+        )
+        assert operations.finish(db, "w1", [result], delete_completed=False) == {retried.pk}
+    retried = fetch(retried)
+    assert retried.run_after == far
+    assert retried.started_at == naive.replace(tzinfo=paris)

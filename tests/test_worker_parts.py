@@ -108,3 +108,43 @@ def test_capacity_claims_batches_of_fast_jobs_and_one_per_thread_of_slow_ones():
     assert slow.claim_size(in_flight=0, buffered=0) == 2  # one per thread, no prefetch
     assert slow.claim_size(in_flight=2, buffered=0) == 0
     assert slow.claim_size(in_flight=2, buffered=1) == 0  # a thread is free, capacity is not
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_workers_journal_writes_its_outcomes_with_their_exact_times(tmp_path):
+    """What the supervisor reads back from a crashed child's journal is what the child had:
+    the completed line's times (as integers) and another outcome's, to the microsecond."""
+    from zoneinfo import ZoneInfo
+
+    from django_pgqueue import operations
+    from django_pgqueue.states import Attempt
+    from django_pgqueue.worker.journal import Journal, recover
+
+    done, retried = jobs.add.enqueue(1, 2), jobs.always_fails.enqueue()
+    assert {job.pk for job in Job.objects.claim("w1", limit=2)} == {done.pk, retried.pk}
+    started = datetime(2026, 11, 24, 9, 30, 1, 123_457, tzinfo=ZoneInfo("Europe/Paris"))
+    finished = datetime(2026, 11, 24, 8, 30, 2, 999_999, tzinfo=UTC)
+    later = finished + timedelta(minutes=5, microseconds=1)
+    journal = Journal(tmp_path / "journal")
+    for outcome in (
+        Outcome(done.pk, JobStatus.COMPLETED, started, finished, result_json="3"),
+        Outcome(
+            retried.pk, JobStatus.PENDING, started, None, run_after=later, outcome=Attempt.RETRIED
+        ),
+    ):
+        journal.started(outcome.job_id)
+        journal.ended(outcome)
+    journal.close()
+    recover(operations.DjangoDatabase("default"), tmp_path / "journal", "w1", "signal 9")
+    done, retried = Job.objects.get(pk=done.pk), Job.objects.get(pk=retried.pk)
+    assert (done.status, done.started_at, done.finished_at, done.result) == (
+        JobStatus.COMPLETED,
+        started,
+        finished,
+        3,
+    )
+    assert (retried.status, retried.started_at, retried.run_after) == (
+        JobStatus.PENDING,
+        started,
+        later,
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
@@ -62,8 +62,26 @@ def save_progress(db: Database, worker_id: str, progress: dict[int, str]) -> Non
         cursor.execute(control_sql.SET_PROGRESS, [document, worker_id])
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_micros(value: datetime) -> int:
+    """Microseconds since the Unix epoch: how ``sql.FINISH`` (and the worker's journal) take a
+    timestamp, a third of ``isoformat()``'s cost and no text to parse. A naive value
+    (``USE_TZ = False``) is in ``TIME_ZONE``, as the connection's session reads one."""
+    if value.tzinfo is None:
+        value = timezone.make_aware(value)
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def from_epoch_micros(micros: int) -> datetime:
+    """The aware (UTC) datetime :func:`epoch_micros` made ``micros`` of."""
+    return _EPOCH + micros * _MICROSECOND
+
+
+def _micros(value: datetime | None) -> int | None:
+    return None if value is None else epoch_micros(value)
 
 
 def finish(
@@ -132,9 +150,9 @@ def _finish(
         [
             o.job_id,
             o.status,
-            _iso(o.run_after),
-            _iso(o.started_at),
-            _iso(o.finished_at),
+            _micros(o.run_after),
+            _micros(o.started_at),
+            _micros(o.finished_at),
             o.result_json,
             o.error,
             o.error_entry_json,

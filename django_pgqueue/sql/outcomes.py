@@ -25,13 +25,24 @@ WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
 RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 
+
+def _from_micros(text: str) -> str:
+    """The timestamptz ``text`` holds as microseconds since the Unix epoch, exactly: whole
+    seconds through ``to_timestamp`` (exact for any integer of seconds a timestamptz holds),
+    the rest as an interval of microseconds. (A single interval of ``m`` microseconds goes
+    through a float, which rounds past 2**53 microseconds, about year 2255.)"""
+    m = f"({text})::bigint"
+    return f"(to_timestamp({m} / 1000000) + ({m} %% 1000000) * interval '1 microsecond')"
+
+
 FINISH = f"""
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
     -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
     -- element by element in Python.
-    SELECT (r->>0)::bigint AS id, r->>1 AS status, (r->>2)::timestamptz AS run_after,
-           (r->>3)::timestamptz AS started_at, (r->>4)::timestamptz AS finished_at,
+    -- The timestamps are microseconds since the Unix epoch.
+    SELECT (r->>0)::bigint AS id, r->>1 AS status, {_from_micros("r->>2")} AS run_after,
+           {_from_micros("r->>3")} AS started_at, {_from_micros("r->>4")} AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
     FROM jsonb_array_elements(%s::jsonb) AS t(r)
 )

@@ -11,11 +11,12 @@ supervisor then reads the dead child's journal and sets things right on its own 
 
 The journal is a file mapped into the worker's memory (``mmap``), so recording a job costs a
 memory copy, not a system call: an 8-byte header holds where the data ends, then lines
-``S <id>`` (started), ``C <id> <started> <finished> <result json>`` (completed),
-``O <json>`` (another outcome) and ``W <id,...>`` (outcomes written). The header is updated
-after each line, so a line is either there whole or not at all when the process dies; the page
-cache survives the process (a machine crash loses it, and then the claim's stale-job recovery
-takes over). When the journal fills up it is rewritten from what is still open.
+``S <id>`` (started), ``C <id> <started> <finished> <result json>`` (completed; the times in
+microseconds since the epoch), ``O <json>`` (another outcome) and ``W <id,...>`` (outcomes
+written). The header is updated after each line, so a line is either there whole or not at all
+when the process dies; the page cache survives the process (a machine crash loses it, and then
+the claim's stale-job recovery takes over). When the journal fills up it is rewritten from what
+is still open.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from django_pgqueue import operations
 from django_pgqueue.exceptions import WorkerCrashed
 from django_pgqueue.operations import Database, Outcome
+from django_pgqueue.operations.outcomes import epoch_micros, from_epoch_micros
 from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
 
@@ -55,10 +57,10 @@ def _time(value: str | None) -> datetime | None:
 def _encode(o: Outcome) -> bytes:
     if o.status == JobStatus.COMPLETED and o.finished_at is not None and o.result_json:
         # The common case, without a JSON encoder: result_json is compact JSON (no newline).
-        return b"C %d %s %s %s\n" % (
+        return b"C %d %d %d %s\n" % (
             o.job_id,
-            o.started_at.isoformat().encode(),
-            o.finished_at.isoformat().encode(),
+            epoch_micros(o.started_at),
+            epoch_micros(o.finished_at),
             o.result_json.encode(),
         )
     # A flat list, not dataclasses.asdict (which deep-copies).
@@ -82,8 +84,8 @@ def _decode(kind: str, data: str) -> Outcome:
         return Outcome(
             job_id=int(job_id),
             status=JobStatus.COMPLETED,
-            started_at=datetime.fromisoformat(started),
-            finished_at=datetime.fromisoformat(finished),
+            started_at=from_epoch_micros(int(started)),
+            finished_at=from_epoch_micros(int(finished)),
             result_json=result,
         )
     job_id, status, started, finished, run_after, result, error, entry, outcome = json.loads(data)
