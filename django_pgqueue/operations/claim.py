@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.operations import ready
@@ -151,6 +151,8 @@ def locked_jobs(db: Database, worker_id: str) -> list[Job]:
 
 
 _EMPTY: dict[str, Any] = {"args": [], "kwargs": {}, "errors": [], "result": None}
+#: JSON texts decoded without ``json.loads`` (a new object each time: jobs may mutate theirs).
+_EMPTY_JSON: dict[str, Callable[[], Any]] = {"[]": list, "{}": dict}
 
 
 def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
@@ -175,6 +177,10 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
             if values[i] is None:
                 continue
             column = JOB_COLUMNS[i]
+            empty = _EMPTY_JSON.get(values[i])
+            if empty is not None:  # no arguments, no errors yet: most rows, without a decoder
+                values[i] = empty()
+                continue
             try:
                 values[i] = json.loads(values[i])
             except (ValueError, RecursionError) as exc:

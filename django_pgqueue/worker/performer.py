@@ -119,6 +119,8 @@ def decide(job: Job, *, retryable: bool = True) -> RetryDecision:
 
 def result_json(job: Job, value: Any) -> str:
     """JSON text for a return value; :class:`ResultNotStorable` when PostgreSQL can't hold it."""
+    if value is None:  # most jobs return nothing: no round trip to check
+        return "null"
     try:
         text = dumps(value)
         # Too big is refused below without decoding it again (a 300 MB string would be).
