@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
-from django_pgqueue.operations import Outcome
+from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.connection import QueueConnection
 
@@ -47,6 +47,7 @@ class Claimer:
         self.stale_scan = operations.StaleScan()
         #: Some queue has settings (paused, limits): claim with the statements that obey them.
         self.controlled = False
+        self._recycle_due = False
 
     def claim(self, limit: int) -> tuple[list[Job], int]:
         """Up to ``limit`` jobs, and the rows taken (jobs found dead in the claim count: the
@@ -75,9 +76,23 @@ class Claimer:
             stale_scan=self.stale_scan,
         )
         if reclaim:
-            # Ready-ring slots that inserts moved past and claims emptied are truncated.
-            operations.recycle(self.connection)
+            self._recycle_due = True
         return claimed
+
+    def recycle(self) -> None:
+        """After a claim that also reclaimed, once its jobs are on their way: truncate the
+        ready-ring slots that inserts moved past and claims emptied. Not in the claim itself,
+        so the jobs it took do not wait for two more round trips (and a TRUNCATE)."""
+        if not self._recycle_due:
+            return
+        try:
+            operations.recycle(self.connection)
+        except DATABASE_ERRORS as exc:
+            # The jobs are claimed and on their way; the next statement meets a lost connection
+            # and the loop's backoff takes over. The slots wait for the next round.
+            logger.warning("Worker %s: could not recycle the ready ring: %s", self.worker_id, exc)
+            return
+        self._recycle_due = False
 
     def may_unblock(self, claimed: Mapping[int, Job], outcomes: Iterable[Outcome]) -> bool:
         """Whether writing ``outcomes`` of ``claimed`` jobs may make a pending job runnable,

@@ -350,6 +350,7 @@ class Worker:
             self._claimed[job.pk] = job
         self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
+        self._claimer.recycle()
         return taken
 
     def _flush(self) -> float | None:
