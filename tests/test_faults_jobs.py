@@ -359,6 +359,28 @@ def test_a_row_running_without_a_lock_is_taken_back_like_any_stale_job(tmp_path)
     assert "never locked" in job.last_error
 
 
+def test_a_stale_job_is_taken_back_while_a_backlog_fills_every_claim(tmp_path):
+    """Stale-job recovery runs after each second's claim, with its own limit: a backlog that
+    fills every claim does not keep a dead worker's job waiting until it drains."""
+    out = tmp_path / "out"
+    values = [f"ok-{i}" for i in range(200)]
+    jobs.record.enqueue_many([(str(out), v, 0.005) for v in values])
+    stale = insert_row(
+        jobs.add.name,
+        "[1, 2]",
+        status="running",
+        attempts=1,
+        locked_by="gone",
+        locked_at=timezone.now() - timedelta(hours=1),
+    )
+    burst("--threads", "1")
+    assert_healthy_ran_once(out, values)
+    job = Job.objects.get(pk=stale)
+    assert (job.status, job.attempts, job.result) == ("completed", 2, 3)
+    after = Job.objects.filter(name=jobs.record.name, finished_at__gt=job.finished_at).count()
+    assert after >= 100, f"taken back only after {200 - after} of the backlog's 200 jobs"
+
+
 def test_arguments_that_do_not_fit_the_signature_fail_that_job(tmp_path):
     out = tmp_path / "out"
     faulty, values = enqueue_around(

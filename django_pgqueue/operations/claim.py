@@ -49,6 +49,7 @@ def claim_counted(
     visibility_timeout: float,
     *,
     reclaim: bool = True,
+    fresh: int | None = None,
     controlled: bool = False,
     stale_scan: ready.StaleScan | None = None,
 ) -> tuple[list[Job], int]:
@@ -60,8 +61,10 @@ def claim_counted(
     worker stopped heartbeating are taken first, in a statement of their own; those out of
     attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
     (the second value): a claim that took ``limit`` rows was not short of work. ``reclaim``
-    also moves due scheduled jobs into the ready ring first. With ``stale_scan`` (the worker's),
-    the stale-job scan starts where the previous one ended instead of at the oldest lock.
+    also moves due scheduled jobs into the ready ring first. ``fresh``: at most that many
+    runnable jobs besides the stale ones (default: what they left of ``limit``). With
+    ``stale_scan`` (the worker's), the stale-job scan starts where the previous one ended
+    instead of at the oldest lock.
     With ``controlled`` (some queue has settings, or limits are in use), the limited claim
     (``sql.limits``) leaves out paused queues and keeps every concurrency and rate limit; the
     plain one leaves rate-limited jobs alone and runs one job per concurrency key.
@@ -87,6 +90,8 @@ def claim_counted(
         if stale_scan is not None:
             stale_scan.done(len(rows) < limit)
         params["limit"] = limit - len(rows)
+    if fresh is not None:
+        params["limit"] = min(params["limit"], fresh)
     stale_rows, rows = rows, []
     for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
         try:

@@ -5,7 +5,7 @@ another look at once."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
@@ -47,52 +47,54 @@ class Claimer:
         self.stale_scan = operations.StaleScan()
         #: Some queue has settings (paused, limits): claim with the statements that obey them.
         self.controlled = False
-        self._recycle_due = False
 
-    def claim(self, limit: int) -> tuple[list[Job], int]:
-        """Up to ``limit`` jobs, and the rows taken (jobs found dead in the claim count: the
-        claim was not short of work)."""
-        reclaim = time.monotonic() >= self.next_reclaim
-        jobs, taken = self._claim_once(limit, reclaim=reclaim)
-        if taken < limit and not reclaim and self.burst:
-            # A burst ends when a claim comes up short: look for stale jobs too before that.
-            more, more_taken = self._claim_once(limit - taken, reclaim=True)
-            jobs += more
-            taken += more_taken
+    def claim(self, limit: int, take: Callable[[list[Job]], None]) -> int:
+        """Up to ``limit`` runnable jobs, handed to ``take``; then, once they are on their way,
+        :meth:`_upkeep` when due. Returns the rows taken (jobs found dead in the claim count:
+        the claim was not short of work)."""
+        jobs, taken = self._claim_once(limit, reclaim=False)
         logger.debug("Worker %s claimed %d of %d jobs asked", self.worker_id, taken, limit)
-        return jobs, taken
+        take(jobs)
+        if time.monotonic() >= self.next_reclaim or (self.burst and taken < limit):
+            jobs, more = self._upkeep(limit, taken)
+            take(jobs)
+            taken += more
+        return taken
 
-    def _claim_once(self, limit: int, *, reclaim: bool) -> tuple[list[Job], int]:
+    def _upkeep(self, limit: int, taken: int) -> tuple[list[Job], int]:
+        """About once a second, and before a burst ends on a short claim: move due scheduled
+        jobs into the ring, take back up to ``limit`` jobs of workers that stopped heartbeating
+        (and fresh ones for what the claim, which took ``taken``, left), recycle the ring.
+
+        After the claim, not before: its jobs would wait for four more round trips (a pickup's
+        p99). A database error is logged, not raised: the claimed jobs are on their way, and
+        the loop meets a lost connection on its next statement.
+        """
+        try:
+            claimed = self._claim_once(limit, reclaim=True, fresh=limit - taken)
+            # Ready-ring slots that inserts moved past and claims emptied are truncated.
+            operations.recycle(self.connection)
+        except DATABASE_ERRORS as exc:
+            logger.warning("Worker %s: stale-job recovery failed: %s", self.worker_id, exc)
+            return [], 0
+        return claimed
+
+    def _claim_once(
+        self, limit: int, *, reclaim: bool, fresh: int | None = None
+    ) -> tuple[list[Job], int]:
         if reclaim:
             self.next_reclaim = time.monotonic() + RECLAIM_INTERVAL
-        claimed = operations.claim_counted(
+        return operations.claim_counted(
             self.connection,
             self.worker_id,
             self.queues,
             limit,
             settings.VISIBILITY_TIMEOUT,
             reclaim=reclaim,
+            fresh=fresh,
             controlled=self.controlled,
             stale_scan=self.stale_scan,
         )
-        if reclaim:
-            self._recycle_due = True
-        return claimed
-
-    def recycle(self) -> None:
-        """After a claim that also reclaimed, once its jobs are on their way: truncate the
-        ready-ring slots that inserts moved past and claims emptied. Not in the claim itself,
-        so the jobs it took do not wait for two more round trips (and a TRUNCATE)."""
-        if not self._recycle_due:
-            return
-        try:
-            operations.recycle(self.connection)
-        except DATABASE_ERRORS as exc:
-            # The jobs are claimed and on their way; the next statement meets a lost connection
-            # and the loop's backoff takes over. The slots wait for the next round.
-            logger.warning("Worker %s: could not recycle the ready ring: %s", self.worker_id, exc)
-            return
-        self._recycle_due = False
 
     def may_unblock(self, claimed: Mapping[int, Job], outcomes: Iterable[Outcome]) -> bool:
         """Whether writing ``outcomes`` of ``claimed`` jobs may make a pending job runnable,

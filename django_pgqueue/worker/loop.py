@@ -343,15 +343,15 @@ class Worker:
         return self._capacity.claim_size(len(self._claimed), len(self._outcomes))
 
     def _claim(self, limit: int) -> int:
-        """Claim up to ``limit`` jobs and queue them for the executors; returns the rows taken
-        (jobs found dead in the claim count: the claim was not short of work)."""
-        jobs, taken = self._claimer.claim(limit)
+        """Claim up to ``limit`` jobs (more when stale ones are taken back) and queue them for
+        the executors; returns the rows taken (jobs found dead count: not short of work)."""
+        return self._claimer.claim(limit, self._take)
+
+    def _take(self, jobs: list[Job]) -> None:
         for job in jobs:
             self._claimed[job.pk] = job
         self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
-        self._claimer.recycle()
-        return taken
 
     def _flush(self) -> float | None:
         """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
