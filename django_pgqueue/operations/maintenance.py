@@ -11,7 +11,6 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations.db import Database
 from django_pgqueue.sql import dumps
 from django_pgqueue.sql import maintenance as sql
-from django_pgqueue.states import PRUNED_AFTER_RETENTION, JobStatus
 
 #: Rows of workers not seen for this long are deleted by the other workers' pruning.
 WORKER_ROW_RETENTION = 3600.0
@@ -28,12 +27,12 @@ def prune(db: Database) -> Pruned:
     """Delete finished jobs past their retention in bounded batches, and workers long gone."""
     batch = settings.PRUNE_BATCH_SIZE
     with db.cursor() as cursor:
-        cursor.execute(sql.PRUNE, [list(PRUNED_AFTER_RETENTION), settings.RETENTION, batch])
+        cursor.execute(sql.PRUNE, [settings.RETENTION, batch])
         deleted = cursor.rowcount
         more = deleted >= batch
         dead_retention = settings.DEAD_RETENTION
         if dead_retention is not None:
-            cursor.execute(sql.PRUNE, [[JobStatus.DEAD.value], dead_retention, batch])
+            cursor.execute(sql.PRUNE_DEAD, [dead_retention, batch])
             deleted += cursor.rowcount
             more = more or cursor.rowcount >= batch
         cursor.execute(sql.PRUNE_WORKERS, [WORKER_ROW_RETENTION])

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, WORKER_TABLE
+from django_pgqueue.states import PRUNED_AFTER_RETENTION, JobStatus, sql_list
 
-PRUNE = f"""
+
+def _prune(statuses: tuple[str, ...]) -> str:
+    """Finished jobs of ``statuses`` past a retention, in a batch. The statuses are constants,
+    not a parameter: the worker's connection plans its statements once, for any parameters
+    (``plan_cache_mode = force_generic_plan``), and only a constant list lets the planner prove
+    the finished-jobs partial index applies (with an array parameter it read the job table's
+    every row by primary key: 6 ms per call with 20,000 jobs waiting)."""
+    return f"""
 DELETE FROM {TABLE} WHERE id IN (
     SELECT id FROM {TABLE}
-    WHERE status = ANY(%s::text[]) AND finished_at < now() - make_interval(secs => %s)
+    WHERE status IN ({sql_list(statuses)}) AND finished_at < now() - make_interval(secs => %s)
     LIMIT %s
 )
 """
+
+
+#: Completed and cancelled jobs past ``PGQUEUE_RETENTION``; dead ones past their own.
+PRUNE = _prune(PRUNED_AFTER_RETENTION)
+PRUNE_DEAD = _prune((JobStatus.DEAD.value,))
 
 UPSERT_WORKER = f"""
 INSERT INTO {WORKER_TABLE}
