@@ -80,7 +80,7 @@ def from_epoch_micros(micros: int) -> datetime:
     return _EPOCH + micros * _MICROSECOND
 
 
-def _micros(value: datetime | None) -> int | None:
+def epoch_micros_or_none(value: datetime | None) -> int | None:
     return None if value is None else epoch_micros(value)
 
 
@@ -150,9 +150,9 @@ def _finish(
         [
             o.job_id,
             o.status,
-            _micros(o.run_after),
-            _micros(o.started_at),
-            _micros(o.finished_at),
+            epoch_micros_or_none(o.run_after),
+            epoch_micros_or_none(o.started_at),
+            epoch_micros_or_none(o.finished_at),
             o.result_json,
             o.error,
             o.error_entry_json,

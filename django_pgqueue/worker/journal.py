@@ -11,12 +11,12 @@ supervisor then reads the dead child's journal and sets things right on its own 
 
 The journal is a file mapped into the worker's memory (``mmap``), so recording a job costs a
 memory copy, not a system call: an 8-byte header holds where the data ends, then lines
-``S <id>`` (started), ``C <id> <started> <finished> <result json>`` (completed; the times in
-microseconds since the epoch), ``O <json>`` (another outcome) and ``W <id,...>`` (outcomes
-written). The header is updated after each line, so a line is either there whole or not at all
-when the process dies; the page cache survives the process (a machine crash loses it, and then
-the claim's stale-job recovery takes over). When the journal fills up it is rewritten from what
-is still open.
+``S <id>`` (started), ``C <id> <started> <finished> <result json>`` (completed), ``O <json>``
+(another outcome; in both, times in microseconds since the epoch) and ``W <id,...>``
+(outcomes written). The header is updated after each line, so a line is either there whole
+or not at all when the process dies; the page cache survives the process (a machine crash
+loses it, and then the claim's stale-job recovery takes over). When the journal fills up it
+is rewritten from what is still open.
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ from pathlib import Path
 from django_pgqueue import operations
 from django_pgqueue.exceptions import WorkerCrashed
 from django_pgqueue.operations import Database, Outcome
-from django_pgqueue.operations.outcomes import epoch_micros, from_epoch_micros
+from django_pgqueue.operations.outcomes import (
+    epoch_micros,
+    epoch_micros_or_none,
+    from_epoch_micros,
+)
 from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
 
@@ -46,12 +50,8 @@ _HEADER = struct.Struct("<Q")
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+def _time(micros: int | None) -> datetime | None:
+    return None if micros is None else from_epoch_micros(micros)
 
 
 def _encode(o: Outcome) -> bytes:
@@ -67,9 +67,9 @@ def _encode(o: Outcome) -> bytes:
     fields = [
         o.job_id,
         o.status,
-        _iso(o.started_at),
-        _iso(o.finished_at),
-        _iso(o.run_after),
+        epoch_micros_or_none(o.started_at),
+        epoch_micros_or_none(o.finished_at),
+        epoch_micros_or_none(o.run_after),
         o.result_json,
         o.error,
         o.error_entry_json,
