@@ -61,8 +61,9 @@ def claim_counted(
     worker stopped heartbeating are taken first, in a statement of their own; those out of
     attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
     (the second value): a claim that took ``limit`` rows was not short of work. ``reclaim``
-    also moves due scheduled jobs into the ready ring first. ``fresh``: at most that many
-    runnable jobs besides the stale ones (default: what they left of ``limit``). With
+    also moves due scheduled jobs into the ready ring first. ``fresh`` (after a claim of its
+    own): at most that many runnable jobs besides the stale ones, and none unless the promotion
+    moved some (default: what the stale ones left of ``limit``). With
     ``stale_scan`` (the worker's), the stale-job scan starts where the previous one ended
     instead of at the oldest lock.
     With ``controlled`` (some queue has settings, or limits are in use), the limited claim
@@ -80,8 +81,9 @@ def claim_counted(
         params["queues"] = list(queues)
         statement = limits_sql.LIMITED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
+    promoted = 0
     if reclaim:
-        ready.promote(db)
+        promoted = ready.promote(db)
         if stale_scan is not None:
             params["since"] = stale_scan.start(db, visibility_timeout)
         with db.atomic(), db.cursor() as cursor:
@@ -90,8 +92,8 @@ def claim_counted(
         if stale_scan is not None:
             stale_scan.done(len(rows) < limit)
         params["limit"] = limit - len(rows)
-    if fresh is not None:
-        params["limit"] = min(params["limit"], fresh)
+    if fresh is not None:  # the caller has just claimed: only what the promotion added is new
+        params["limit"] = min(params["limit"], fresh if promoted else 0)
     stale_rows, rows = rows, []
     for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
         try:

@@ -64,7 +64,8 @@ class Claimer:
     def _upkeep(self, limit: int, taken: int) -> tuple[list[Job], int]:
         """About once a second, and before a burst ends on a short claim: move due scheduled
         jobs into the ring, take back up to ``limit`` jobs of workers that stopped heartbeating
-        (and fresh ones for what the claim, which took ``taken``, left), recycle the ring.
+        (and the promoted ones, within what the claim, which took ``taken``, left), recycle the
+        ring.
 
         After the claim, not before: its jobs would wait for four more round trips (a pickup's
         p99). A database error is logged, not raised: the claimed jobs are on their way, and
