@@ -269,6 +269,7 @@ BENCH_OPTIONS: dict[str, Rule] = {
     "drain_timeout": _seconds(),
     "sample_seconds": _seconds(above=True),
     "reader_transaction_seconds": _seconds(above=True),
+    "reader_pause": _seconds(),
     "readers": Integer(1, 1_000),
     # pgqueue_chaos
     "fault_interval": Number(0, 1_000_000, low_inclusive=False),

@@ -85,6 +85,7 @@ BAD_OPTIONS = [
     ("pgqueue_bench", "--drain-timeout=nan", "--drain-timeout: must be finite"),
     ("pgqueue_bench", "--sample-seconds=0", "--sample-seconds: must be more than 0"),
     ("pgqueue_bench", "--reader-transaction-seconds=inf", "--reader-transaction-seconds: must"),
+    ("pgqueue_bench", "--reader-pause=-1", "--reader-pause: must be at least 0"),
     ("pgqueue_bench", "--readers=0", "--readers: must be between 1 and 1,000"),
     ("pgqueue_bench", "--readers=nan", "--readers: must be a whole number"),
     ("pgqueue_bench", "--phases=,", "--phases: no phase given"),

@@ -47,7 +47,10 @@ def run_scenario(name: str, tmp_path: Path, *extra: str) -> tuple[dict, list[str
     ("name", "extra"),
     [
         ("idle-in-tx", ()),
-        ("active-readers", ("--readers=2", "--reader-transaction-seconds=1")),
+        (
+            "active-readers",
+            ("--readers=2", "--reader-transaction-seconds=1", "--reader-pause=0.02"),
+        ),
         ("high-load", ("--stress-rate=100",)),
     ],
 )
@@ -73,6 +76,9 @@ def test_scenario_reports_every_phase_samples_and_chart(tmp_path, name, extra):
     assert {"autovacuum", "synchronous_commit", "server_version"} <= set(data["server"])
     assert data["details"]["unfinished_at_end"] == 0
     assert data["details"]["pressure"] == {"high-load": "none"}.get(name, name)
+    if name == "active-readers":
+        assert data["details"]["reader_pause_s"] == 0.02
+        assert data["details"]["reader_scans"] > 0 and not data["details"]["reader_errors"]
     assert data["settings"]["stress_rate"] == (100 if name == "high-load" else 50)
 
     # One JSON line per window of every phase, in time order.

@@ -5,7 +5,8 @@
 * :class:`RepeatableReadReaders`: connections that scan the job table in a loop inside
   ``REPEATABLE READ`` transactions, the shape of an analytics reader; each transaction lasts
   ``transaction_seconds``, and the readers are staggered so one of them always holds an old
-  snapshot.
+  snapshot. Between scans each pauses ``pause`` seconds: 0.1 by default, as the readers of the
+  hardbyte/postgresql-job-queue-benchmarking harness do (``time.sleep(0.1)``).
 
 Each runs on its own connection in a thread of the benchmark, and :meth:`stop` ends it (the
 transaction rolled back).
@@ -23,6 +24,9 @@ from django.db import connections
 
 from django_pgqueue import sql
 from django_pgqueue.conf import settings
+
+#: A reader's pause between two scans (s): the benchmarking harness's.
+READER_PAUSE = 0.1
 
 
 def open_connection(application_name: str) -> psycopg.Connection[Any]:
@@ -89,11 +93,16 @@ class RepeatableReadReaders(Pressure):
     name = "active-readers"
 
     def __init__(
-        self, application_name: str, count: int = 4, transaction_seconds: float = 30.0
+        self,
+        application_name: str,
+        count: int = 4,
+        transaction_seconds: float = 30.0,
+        pause: float = READER_PAUSE,
     ) -> None:
         self.application_name = application_name
         self.count = count
         self.transaction_seconds = transaction_seconds
+        self.pause = pause
         self.scans = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -129,7 +138,7 @@ class RepeatableReadReaders(Pressure):
                     ).fetchone()
                     with self._lock:
                         self.scans += 1
-                    self._stop.wait(0.05)
+                    self._stop.wait(self.pause)
                 connection.execute("COMMIT")
         except psycopg.Error as exc:
             self.errors.append(str(exc))
@@ -148,6 +157,7 @@ class RepeatableReadReaders(Pressure):
             "pressure": self.name,
             "readers": self.count,
             "reader_transaction_s": self.transaction_seconds,
+            "reader_pause_s": self.pause,
             "reader_scans": self.scans,
             "reader_errors": self.errors[:3],
         }

@@ -54,6 +54,7 @@ class ScenarioOptions:
     sample_seconds: float = 5.0
     readers: int = 4
     reader_transaction_seconds: float = 30.0
+    reader_pause: float = pressure.READER_PAUSE
     output_dir: str = "."
     #: After the last phase, how long to wait for the backlog to drain before counting it.
     drain_timeout: float = 120.0
@@ -105,6 +106,7 @@ def _pressure(options: ScenarioOptions, queue: str) -> pressure.Pressure:
             f"pgqueue bench reader {queue}",
             count=options.readers,
             transaction_seconds=options.reader_transaction_seconds,
+            pause=options.reader_pause,
         )
     return pressure.Pressure()
 

@@ -156,6 +156,11 @@ class Command(BaseCommand):
                 s.reader_transaction_seconds,
                 "active-readers: length of each reader's transaction (s)",
             ),
+            (
+                "reader-pause",
+                s.reader_pause,
+                "active-readers: each reader's pause between scans (s)",
+            ),
             ("drain-timeout", s.drain_timeout, "Wait this long for the backlog at the end (s)"),
         ):
             parser.add_argument(
@@ -194,6 +199,7 @@ class Command(BaseCommand):
                 sample_seconds=options["sample_seconds"],
                 readers=options["readers"],
                 reader_transaction_seconds=options["reader_transaction_seconds"],
+                reader_pause=options["reader_pause"],
                 output_dir=options["output_dir"],
                 **seconds,
             ),
