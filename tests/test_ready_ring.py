@@ -5,6 +5,7 @@ Behaviour only: row counts, relation sizes and catalog state, never timings.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -280,15 +281,46 @@ def test_the_idle_wake_up_reads_the_ring(queue_connection, queues, controlled):
     def next_run():
         return operations.next_run_after(queue_connection, queues, controlled=controlled)
 
-    assert next_run() is None
+    assert next_run() == (False, None)
     later = timezone.now() + timedelta(hours=1)
     jobs.noop.using(run_after=later).enqueue()
-    assert abs((next_run() - later).total_seconds()) < 0.001, "the later partition's earliest"
+    ready_now, at = next_run()
+    assert not ready_now and abs((at - later).total_seconds()) < 0.001, "the later partition's"
     jobs.noop.enqueue()
-    assert next_run() <= timezone.now(), "a ring row: runnable now"
+    assert next_run() == (True, None), "a ring row: runnable now"
     jobs.noop.using(queue="elsewhere").enqueue()
     plain_claim(queues=["default"])
-    assert abs((next_run() - later).total_seconds()) < 0.001 or queues is None
+    if queues is None:
+        assert next_run() == (True, None), "the other queue's ring row"
+    else:
+        ready_now, at = next_run()
+        assert not ready_now and abs((at - later).total_seconds()) < 0.001
+
+
+def test_an_idle_worker_promotes_only_for_scheduled_jobs(queue_connection):
+    """A ring row the claim could not take (held, or waiting for its key) is claimed by a
+    plain claim; only a scheduled job, due, calls for the upkeep that promotes it."""
+    from django_pgqueue.worker.claims import BLOCKED_RECHECK, Claimer
+
+    claimer = Claimer(queue_connection, "w", ["default"], burst=False)
+    far = time.monotonic() + 7200
+    claimer.next_reclaim = far
+    jobs.noop.enqueue()  # in the ring, as if a claim had skipped it
+    assert claimer.idle_until() <= time.monotonic() + BLOCKED_RECHECK
+    assert claimer.next_reclaim == far, "no promotion asked for a ring row"
+    plain_claim(queue_connection, queues=["default"])
+
+    jobs.noop.using(run_after=timezone.now() + timedelta(hours=1)).enqueue()
+    claimer.idle_until()
+    assert claimer.next_reclaim < far - 1800, "an upkeep when the scheduled job is due"
+    with connection.cursor() as cursor:  # due now, not promoted yet
+        cursor.execute(
+            "UPDATE pgqueue_ready SET run_after = now() - interval '1 second' WHERE slot = %s",
+            [ready.LATER_SLOT],
+        )
+    claimer.next_reclaim = far
+    assert claimer.idle_until() <= time.monotonic() + BLOCKED_RECHECK
+    assert claimer.next_reclaim <= time.monotonic(), "the next claim promotes it"
 
 
 def test_a_slot_holding_jobs_no_worker_serves_is_truncated_all_the_same(queue_connection):

@@ -58,6 +58,7 @@ from django_pgqueue.operations.maintenance import (
     stop_worker,
 )
 from django_pgqueue.operations.outcomes import (
+    NextRun,
     Outcome,
     cancel_requested,
     finish,
@@ -97,6 +98,7 @@ __all__ = [
     "Database",
     "DjangoDatabase",
     "Fired",
+    "NextRun",
     "Outcome",
     "Pruned",
     "QueueControl",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.utils import timezone
 
@@ -178,11 +179,22 @@ def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
+class NextRun(NamedTuple):
+    """What an idle worker waits for (:func:`next_run_after`)."""
+
+    #: A ready row of the queues waits in the ring: runnable now, but held by another claim
+    #: or waiting for its concurrency key.
+    ready: bool
+    #: Else the earliest run_after of a scheduled job (None: nothing pending). It becomes
+    #: claimable once a promotion (``promote``, in the worker's upkeep) moves it into the ring.
+    later: datetime | None
+
+
 def next_run_after(
     db: Database, queues: Sequence[str] | None, *, controlled: bool = False
-) -> datetime | None:
-    """When the earliest pending job becomes runnable (None: no pending job); with
-    ``controlled``, of the queues not paused."""
+) -> NextRun:
+    """What the earliest pending job waits for (see :class:`NextRun`); with ``controlled``,
+    of the queues not paused."""
     with db.cursor() as cursor:
         if queues:
             statement = (
@@ -196,4 +208,4 @@ def next_run_after(
         else:
             cursor.execute(sql.NEXT_RUN_AFTER_ALL_QUEUES, [None])
         row = cursor.fetchone()
-    return None if row is None else row[0]
+    return NextRun(False, None) if row is None else NextRun(bool(row[0]), row[1])

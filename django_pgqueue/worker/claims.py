@@ -116,20 +116,24 @@ class Claimer:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
         now = time.monotonic()
         poll = now + settings.POLL_INTERVAL
-        next_run = operations.next_run_after(
+        ready, next_run = operations.next_run_after(
             self.connection, self.queues, controlled=self.controlled
         )
+        if ready:
+            # In the ring, held by another claim or waiting for its concurrency key: a plain
+            # claim takes it once free (the upkeep's promotion has nothing to do with it).
+            return min(poll, now + BLOCKED_RECHECK)
         if next_run is None:
             logger.debug(
                 "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, poll - now
             )
             return poll
         seconds = (next_run - timezone.now()).total_seconds()
-        # A scheduled job due by then is moved into the ready ring by the claim that also
-        # reclaims: make the next claim one.
+        # A scheduled job is moved into the ready ring by the claim that also reclaims (the
+        # upkeep): make the claim that comes when it is due one.
         self.next_reclaim = min(self.next_reclaim, now + max(seconds, 0.0))
         if seconds <= 0:
-            # Runnable, but held by another claim or waiting for its concurrency key.
+            # Due, but not moved yet (another worker's promotion holds it, say): look again soon.
             return min(poll, now + BLOCKED_RECHECK)
         logger.debug(
             "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
