@@ -287,14 +287,13 @@ def test_the_idle_wake_up_reads_the_ring(queue_connection, queues, controlled):
     ready_now, at = next_run()
     assert not ready_now and abs((at - later).total_seconds()) < 0.001, "the later partition's"
     jobs.noop.enqueue()
-    assert next_run() == (True, None), "a ring row: runnable now"
+    ready_now, at = next_run()
+    assert ready_now and abs((at - later).total_seconds()) < 0.001, "a ring row, and the later"
     jobs.noop.using(queue="elsewhere").enqueue()
     plain_claim(queues=["default"])
-    if queues is None:
-        assert next_run() == (True, None), "the other queue's ring row"
-    else:
-        ready_now, at = next_run()
-        assert not ready_now and abs((at - later).total_seconds()) < 0.001
+    ready_now, at = next_run()
+    assert ready_now == (queues is None), "the other queue's ring row counts for all queues"
+    assert abs((at - later).total_seconds()) < 0.001
 
 
 def test_an_idle_worker_promotes_only_for_scheduled_jobs(queue_connection):
@@ -308,10 +307,13 @@ def test_an_idle_worker_promotes_only_for_scheduled_jobs(queue_connection):
     jobs.noop.enqueue()  # in the ring, as if a claim had skipped it
     assert claimer.idle_until() <= time.monotonic() + BLOCKED_RECHECK
     assert claimer.next_reclaim == far, "no promotion asked for a ring row"
-    plain_claim(queue_connection, queues=["default"])
 
     jobs.noop.using(run_after=timezone.now() + timedelta(hours=1)).enqueue()
-    claimer.idle_until()
+    assert claimer.idle_until() <= time.monotonic() + BLOCKED_RECHECK, "the ring row first"
+    assert claimer.next_reclaim < far - 1800, "an upkeep when the scheduled job is due"
+    claimer.next_reclaim = far
+    plain_claim(queue_connection, queues=["default"])
+    assert claimer.idle_until() > time.monotonic() + BLOCKED_RECHECK, "sleeps"
     assert claimer.next_reclaim < far - 1800, "an upkeep when the scheduled job is due"
     with connection.cursor() as cursor:  # due now, not promoted yet
         cursor.execute(

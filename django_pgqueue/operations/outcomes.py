@@ -185,8 +185,8 @@ class NextRun(NamedTuple):
     #: A ready row of the queues waits in the ring: runnable now, but held by another claim
     #: or waiting for its concurrency key.
     ready: bool
-    #: Else the earliest run_after of a scheduled job (None: nothing pending). It becomes
-    #: claimable once a promotion (``promote``, in the worker's upkeep) moves it into the ring.
+    #: The earliest run_after of a scheduled job (None: none). It becomes claimable once a
+    #: promotion (``promote``, in the worker's upkeep) moves it into the ring.
     later: datetime | None
 
 

@@ -83,21 +83,19 @@ RETURNING j.id
 
 # What an idle worker waits for, from the ready ring (``sql.ready``): whether a ring slot holds
 # a row of the queues (runnable now, but held by another claim or waiting for its concurrency
-# key), else the earliest run_after waiting in the later partition (NULL: nothing pending),
-# which only a promotion moves into the ring. Never from the job table's pending index, which
-# a pinned horizon fills.
+# key), and the earliest run_after waiting in the later partition (NULL: none), which only a
+# promotion moves into the ring. Never from the job table's pending index, which a pinned
+# horizon fills.
 def _next_run_after(queue_filter: str) -> str:
     ring = f"SELECT 1 FROM {READY_TABLE} r WHERE r.slot >= 0 {queue_filter}"
     later = (
         f"SELECT min(r.run_after) FROM {READY_TABLE} r WHERE r.slot = {LATER_SLOT} {queue_filter}"
     )
     # Computed once in a MATERIALIZED CTE: the clamp names its argument three times, and
-    # each copy of the subqueries would be run. The later partition is read only when the
-    # ring holds nothing.
+    # each copy of the subquery would be run.
     return f"""
 WITH q AS (SELECT %s::text[] AS names),
-e AS MATERIALIZED (SELECT EXISTS ({ring}) AS ready FROM q),
-n AS MATERIALIZED (SELECT e.ready, CASE WHEN e.ready THEN NULL ELSE ({later}) END AS at FROM e)
+n AS MATERIALIZED (SELECT EXISTS ({ring}) AS ready, ({later}) AS at FROM q)
 SELECT n.ready, {readable_timestamp("n.at")} FROM n
 """
 

@@ -115,30 +115,30 @@ class Claimer:
     def idle_until(self) -> float:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
         now = time.monotonic()
-        poll = now + settings.POLL_INTERVAL
+        wake = now + settings.POLL_INTERVAL
         ready, next_run = operations.next_run_after(
             self.connection, self.queues, controlled=self.controlled
         )
+        if next_run is not None:
+            seconds = max((next_run - timezone.now()).total_seconds(), 0.0)
+            # A scheduled job is moved into the ready ring by the claim that also reclaims
+            # (the upkeep): make the claim that comes when it is due one. Due but not moved
+            # yet (another worker's promotion holds it, say): look again soon.
+            self.next_reclaim = min(self.next_reclaim, now + seconds)
+            wake = min(wake, now + (seconds or BLOCKED_RECHECK))
         if ready:
             # In the ring, held by another claim or waiting for its concurrency key: a plain
-            # claim takes it once free (the upkeep's promotion has nothing to do with it).
-            return min(poll, now + BLOCKED_RECHECK)
-        if next_run is None:
+            # claim takes it once free.
+            wake = min(wake, now + BLOCKED_RECHECK)
+        if next_run is None and not ready:
             logger.debug(
-                "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, poll - now
+                "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, wake - now
             )
-            return poll
-        seconds = (next_run - timezone.now()).total_seconds()
-        # A scheduled job is moved into the ready ring by the claim that also reclaims (the
-        # upkeep): make the claim that comes when it is due one.
-        self.next_reclaim = min(self.next_reclaim, now + max(seconds, 0.0))
-        if seconds <= 0:
-            # Due, but not moved yet (another worker's promotion holds it, say): look again soon.
-            return min(poll, now + BLOCKED_RECHECK)
-        logger.debug(
-            "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
-            self.worker_id,
-            seconds,
-            min(poll, now + seconds) - now,
-        )
-        return min(poll, now + seconds)
+        else:
+            logger.debug(
+                "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
+                self.worker_id,
+                0.0 if ready else seconds,
+                wake - now,
+            )
+        return wake
