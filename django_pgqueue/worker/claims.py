@@ -119,18 +119,20 @@ class Claimer:
         ready, next_run = operations.next_run_after(
             self.connection, self.queues, controlled=self.controlled
         )
+        due: float | None = None  # seconds until the earliest pending job is runnable
         if next_run is not None:
-            seconds = max((next_run - timezone.now()).total_seconds(), 0.0)
+            due = max((next_run - timezone.now()).total_seconds(), 0.0)
             # A scheduled job is moved into the ready ring by the claim that also reclaims
             # (the upkeep): make the claim that comes when it is due one. Due but not moved
             # yet (another worker's promotion holds it, say): look again soon.
-            self.next_reclaim = min(self.next_reclaim, now + seconds)
-            wake = min(wake, now + (seconds or BLOCKED_RECHECK))
+            self.next_reclaim = min(self.next_reclaim, now + due)
+            wake = min(wake, now + (due or BLOCKED_RECHECK))
         if ready:
             # In the ring, held by another claim or waiting for its concurrency key: a plain
             # claim takes it once free.
+            due = 0.0
             wake = min(wake, now + BLOCKED_RECHECK)
-        if next_run is None and not ready:
+        if due is None:
             logger.debug(
                 "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, wake - now
             )
@@ -138,7 +140,7 @@ class Claimer:
             logger.debug(
                 "Worker %s: next job due in %.2fs; sleeping up to %.2fs",
                 self.worker_id,
-                0.0 if ready else seconds,
+                due,
                 wake - now,
             )
         return wake
