@@ -11,8 +11,8 @@ module             owns
 ``enqueue``        :func:`insert`, :func:`insert_many` (INSERT or COPY), :func:`notify`,
                    :func:`listen`
 ``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
-``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`release`, :func:`next_run_after`,
-                   :func:`cancel_requested`, :func:`save_progress`
+``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`make_durable`, :func:`release`,
+                   :func:`next_run_after`, :func:`cancel_requested`, :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
                    :class:`StaleScan` (where a worker's stale-job scan starts)
@@ -63,6 +63,7 @@ from django_pgqueue.operations.outcomes import (
     cancel_requested,
     finish,
     heartbeat,
+    make_durable,
     next_run_after,
     release,
     save_progress,
@@ -118,6 +119,7 @@ __all__ = [
     "lock_schedule_sync",
     "locked_jobs",
     "make_due",
+    "make_durable",
     "next_run_after",
     "notify",
     "promote",

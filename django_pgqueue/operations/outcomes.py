@@ -86,11 +86,19 @@ def epoch_micros_or_none(value: datetime | None) -> int | None:
 
 
 def finish(
-    db: Database, worker_id: str, outcomes: Sequence[Outcome], *, delete_completed: bool
+    db: Database,
+    worker_id: str,
+    outcomes: Sequence[Outcome],
+    *,
+    delete_completed: bool,
+    asynchronous: bool = False,
 ) -> set[int]:
     """Record the end of many attempts in one statement; returns the ids written.
 
     With ``delete_completed`` (``PGQUEUE_RETENTION = 0``), completed jobs are deleted instead.
+    With ``asynchronous``, the statement commits without waiting for its WAL to reach disk: the
+    caller keeps the outcomes until :func:`make_durable` (or another commit of its own that
+    waits) has returned, and writes them again if the connection is lost before.
     A job missing from the result was no longer this worker's (its lock expired and another
     worker reclaimed it): its outcome is dropped, not written over the new owner's.
 
@@ -100,7 +108,7 @@ def finish(
     raised: the caller keeps the outcomes and writes them once it is back.
     """
     try:
-        return _finish(db, worker_id, outcomes, delete_completed)
+        return _finish(db, worker_id, outcomes, delete_completed, asynchronous)
     except CONNECTION_ERRORS:
         raise
     except DATABASE_ERRORS as exc:
@@ -110,7 +118,7 @@ def finish(
     written: set[int] = set()
     for outcome in outcomes:
         try:
-            written |= _finish(db, worker_id, [outcome], delete_completed)
+            written |= _finish(db, worker_id, [outcome], delete_completed, asynchronous)
             continue
         except CONNECTION_ERRORS:
             raise
@@ -118,7 +126,7 @@ def finish(
             logger.error("Job #%d: PostgreSQL refused its outcome: %s", outcome.job_id, exc)
             replacement = unstorable(outcome, exc)
         try:
-            written |= _finish(db, worker_id, [replacement], delete_completed)
+            written |= _finish(db, worker_id, [replacement], delete_completed, asynchronous)
         except CONNECTION_ERRORS:
             raise
         except DATABASE_ERRORS:
@@ -144,7 +152,11 @@ def unstorable(outcome: Outcome, exc: BaseException) -> Outcome:
 
 
 def _finish(
-    db: Database, worker_id: str, outcomes: Sequence[Outcome], delete_completed: bool
+    db: Database,
+    worker_id: str,
+    outcomes: Sequence[Outcome],
+    delete_completed: bool,
+    asynchronous: bool,
 ) -> set[int]:
     to_delete = [o.job_id for o in outcomes if delete_completed and o.status == JobStatus.COMPLETED]
     to_update = [
@@ -164,12 +176,21 @@ def _finish(
     written: set[int] = set()
     with db.cursor() as cursor:
         if to_delete:
-            cursor.execute(sql.DELETE_FINISHED, [to_delete, worker_id])
+            statement = sql.DELETE_FINISHED_ASYNC if asynchronous else sql.DELETE_FINISHED
+            cursor.execute(statement, [to_delete, worker_id])
             written.update(row[0] for row in cursor.fetchall())
         if to_update:
-            cursor.execute(sql.FINISH, [dumps(to_update), worker_id])
+            statement = sql.FINISH_ASYNC if asynchronous else sql.FINISH
+            cursor.execute(statement, [dumps(to_update), worker_id])
             written.update(row[0] for row in cursor.fetchall())
     return written
+
+
+def make_durable(db: Database) -> None:
+    """Return once every commit ``db`` made before, asynchronous ones included, is on disk
+    (as ``synchronous_commit`` says: with it off for the server, at once)."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.MAKE_DURABLE)
 
 
 def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:

@@ -35,7 +35,15 @@ def _from_micros(text: str) -> str:
     return f"(to_timestamp({m} / 1000000) + ({m} %% 1000000) * interval '1 microsecond')"
 
 
-FINISH = f"""
+# In a statement's WHERE: this statement's transaction commits without waiting for its WAL to
+# reach disk (``synchronous_commit = off`` for that transaction alone, whatever the session's).
+# Evaluated before any row is written: by the materialized CTE, or on each candidate row.
+# The worker writes outcomes so and makes them durable afterwards (``worker.writeback``).
+_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL"
+
+
+def _finish(commit: str) -> str:
+    return f"""
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
     -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
@@ -45,6 +53,7 @@ WITH d AS MATERIALIZED (
            {_from_micros("r->>3")} AS started_at, {_from_micros("r->>4")} AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
     FROM jsonb_array_elements(%s::jsonb) AS t(r)
+    WHERE {commit}
 )
 UPDATE {TABLE} j SET
     status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE d.status END,
@@ -65,10 +74,26 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND {_IS_RUNNING}
 RETURNING j.id
 """
 
-DELETE_FINISHED = f"""
-DELETE FROM {TABLE} j WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
+
+def _delete_finished(commit: str) -> str:
+    return f"""
+DELETE FROM {TABLE} j WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s AND {commit}
 RETURNING j.id
 """
+
+
+FINISH = _finish("true")
+DELETE_FINISHED = _delete_finished("true")
+#: The same, committed asynchronously (see ``_ASYNC_COMMIT``).
+FINISH_ASYNC = _finish(_ASYNC_COMMIT)
+DELETE_FINISHED_ASYNC = _delete_finished(_ASYNC_COMMIT)
+
+#: A transaction that writes WAL (a transactional logical message: a few bytes, no table, any
+#: wal_level, any user), so its commit waits until its WAL is on disk (with
+#: ``synchronous_commit`` on), and with it everything committed before it, asynchronous commits
+#: included. ``txid_current()`` would not do: a transaction that wrote no WAL before its commit
+#: record does not wait for it.
+MAKE_DURABLE = "SELECT pg_logical_emit_message(true, 'django_pgqueue', '')"
 
 RELEASE = f"""
 UPDATE {TABLE} j SET

@@ -206,6 +206,10 @@ def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
     from django_pgqueue.worker.performer import decide, failed
 
     started, outcomes = read(path)
+    # What the dead worker committed asynchronously (its last outcomes), on disk before anything
+    # here reads it: visible is not durable, and a job it finished must not come back after a
+    # server crash, as running under a worker nobody recovers.
+    operations.make_durable(db)
     if outcomes:
         written = operations.finish(db, worker_id, outcomes, delete_completed=False)
         logger.info(

@@ -22,13 +22,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from django.utils import timezone
-
 from django_pgqueue import operations, rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
+from django_pgqueue.worker import writeback
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
 from django_pgqueue.worker.connection import (
@@ -51,6 +50,7 @@ from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
 from django_pgqueue.worker.shutdown import shutdown
 from django_pgqueue.worker.signals import ShutdownSignals
+from django_pgqueue.worker.writeback import Unconfirmed
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -115,7 +115,7 @@ class Worker:
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
         self._outcomes: list[Outcome] = []
         self._stopping = False
-        self._journal = journal
+        self._unconfirmed = Unconfirmed(journal)  # outcomes written, not yet known durable
         self.cancel_timeout = (
             cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
         )
@@ -244,7 +244,7 @@ class Worker:
                     or len(self._outcomes) >= len(self._claimed)  # nothing else in flight
                 ):
                     unblocking = self._claimer.may_unblock(self._claimed, self._outcomes)
-                    retry_at = self._flush()
+                    retry_at = writeback.flush(self)
                     flush_deadline = None
                     if retry_at is not None and not self.burst:  # burst: retries aren't waited for
                         next_claim = min(next_claim, retry_at)
@@ -274,6 +274,8 @@ class Worker:
                         next_claim = self._claimer.idle_until()
                     else:
                         next_claim = now
+                if self._unconfirmed.due(now):
+                    writeback.make_durable(self)
                 log_database_back(self.worker_id, backoff.succeeded())
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
@@ -281,6 +283,7 @@ class Worker:
                     continue
                 delay = backoff.failed()
                 log_database_error(self.worker_id, exc, delay)
+                writeback.connection_lost(self)
                 self._connection.close()
                 self._drain_events(delay)
                 if self._stopping:
@@ -303,6 +306,8 @@ class Worker:
             deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
             deadlines.append(flush_deadline)
+        if self._unconfirmed.deadline is not None:
+            deadlines.append(self._unconfirmed.deadline)
         if self._claimed:
             deadlines.append(self._control.next_due(now))
         if self._claim_size() > 0:
@@ -345,36 +350,16 @@ class Worker:
     def _claim(self, limit: int) -> int:
         """Claim up to ``limit`` jobs (more when stale ones are taken back) and queue them for
         the executors; returns the rows taken (jobs found dead count: not short of work)."""
-        return self._claimer.claim(limit, self._take)
+        taken = self._claimer.claim(limit, self._take)
+        if taken:  # its commit waited for the disk: so are the outcomes written before it
+            self._unconfirmed.confirmed()
+        return taken
 
     def _take(self, jobs: list[Job]) -> None:
         for job in jobs:
             self._claimed[job.pk] = job
         self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
-
-    def _flush(self) -> float | None:
-        """Write buffered outcomes; returns when (monotonic) the earliest retry is due, if any."""
-        outcomes, self._outcomes = self._outcomes, []
-        try:
-            written = operations.finish(
-                self._connection,
-                self.worker_id,
-                outcomes,
-                delete_completed=settings.RETENTION <= 0,
-            )
-        except BaseException:
-            self._outcomes = outcomes + self._outcomes  # written later, never lost
-            raise
-        if self._journal is not None:
-            self._journal.written(o.job_id for o in outcomes)
-        logger.debug("Worker %s wrote %d outcomes", self.worker_id, len(written))
-        for outcome in outcomes:
-            self._claimed.pop(outcome.job_id, None)
-        retry_at = self.stats.count_written(self.worker_id, outcomes, written)
-        if retry_at is None:
-            return None
-        return time.monotonic() + max(0.0, (retry_at - timezone.now()).total_seconds())
 
     def _heartbeat(self) -> None:
         """Refresh our locks, notice jobs we no longer own, and report ourselves."""

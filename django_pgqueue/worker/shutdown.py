@@ -11,6 +11,7 @@ from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.printable import get_logger
+from django_pgqueue.worker import writeback
 from django_pgqueue.worker.connection import Backoff
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ def shutdown(worker: Worker) -> None:
                         worker.worker_id,
                     )
             if worker._outcomes:
-                worker._flush()
+                writeback.flush(worker)
             if not worker._claimed:
+                writeback.make_durable(worker)
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -59,11 +61,13 @@ def shutdown(worker: Worker) -> None:
             logger.warning(
                 "Worker %s: queue database error during shutdown (%s)", worker.worker_id, exc
             )
+            writeback.connection_lost(worker)
             worker._connection.close()
             if time.monotonic() >= deadline:
                 break
             time.sleep(backoff.failed())
     try:
+        writeback.make_durable(worker)  # after a timeout; else done above
         operations.stop_worker(worker._connection, worker.worker_id, worker.stats.finished)
     except DATABASE_ERRORS:
         logger.warning("Could not mark worker %s stopped", worker.worker_id)

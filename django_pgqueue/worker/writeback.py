@@ -1,0 +1,130 @@
+"""Writing outcomes back: one statement per flush, committed without waiting for the disk, made
+durable by the worker's next commit that waits.
+
+The loop writes a flush's outcomes with an asynchronous commit (``synchronous_commit = off``
+for that statement alone). Other sessions see them at once; only durability comes later. On a
+loaded server the wait was the costliest part of the write: the backend sleeps in its WAL
+flush and then waits for a CPU a second time, while the loop, which claims, waits too
+(docs/performance.md, "Outcomes without waiting for the disk").
+
+A commit that waits for its WAL flushes everything the connection committed before it. The
+worker's next claim that takes a job is such a commit; when none comes within
+``PGQUEUE_FLUSH_INTERVAL``, the loop makes one of its own (``operations.make_durable``), and
+so does the shutdown. Until then the outcomes are :class:`Unconfirmed`: the journal does not
+mark them written (if the process dies, its supervisor writes them again), and a lost
+connection hands them back to the loop's buffer, to be written again once the server is back.
+Writing one again is safe either way: if a server crash lost it, its job is still ``running``
+under this worker's lock and the outcome is written; if it was kept, the job is no longer
+running and nothing matches.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from django_pgqueue import operations
+from django_pgqueue.conf import settings
+from django_pgqueue.operations import Outcome
+from django_pgqueue.printable import get_logger
+from django_pgqueue.worker.journal import Journal
+
+if TYPE_CHECKING:
+    from django_pgqueue.worker.loop import Worker
+
+logger = get_logger("django_pgqueue.worker")
+
+
+class Unconfirmed:
+    """Outcomes written with an asynchronous commit and not yet known to be on disk."""
+
+    def __init__(self, journal: Journal | None) -> None:
+        self._journal = journal
+        self._outcomes: list[Outcome] = []
+        #: When (monotonic) the loop confirms them itself if no claim has.
+        self.deadline: float | None = None
+        #: Jobs whose outcome is being written again: already counted.
+        self._again: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._outcomes)
+
+    def add(self, outcomes: list[Outcome]) -> None:
+        if outcomes and self.deadline is None:
+            self.deadline = time.monotonic() + settings.FLUSH_INTERVAL
+        self._outcomes += outcomes
+
+    def due(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+    def confirmed(self) -> None:
+        """A commit that waited for the disk has returned on the connection they were written
+        on, after them: they are durable."""
+        outcomes, self._outcomes, self.deadline = self._outcomes, [], None
+        if self._journal is not None:
+            self._journal.written(o.job_id for o in outcomes)
+
+    def take_back(self) -> list[Outcome]:
+        """The connection was lost: the outcomes, to be written again."""
+        outcomes, self._outcomes, self.deadline = self._outcomes, [], None
+        self._again.update(o.job_id for o in outcomes)
+        return outcomes
+
+    def first_writes(
+        self, worker_id: str, outcomes: list[Outcome], written: set[int]
+    ) -> list[Outcome]:
+        """``outcomes`` but those being written again (counted when first written)."""
+        if not self._again:
+            return outcomes
+        again = {o.job_id for o in outcomes} & self._again
+        self._again -= again
+        if lost := again & written:
+            # Still running under our lock: the server lost the first write (a crash before
+            # its WAL reached disk). Kept ones match nothing, their jobs no longer running.
+            logger.info(
+                "Worker %s: written again: %d outcomes the database had shown as written and "
+                "then lost (asynchronous commits not yet on disk when it went down)",
+                worker_id,
+                len(lost),
+            )
+        return [o for o in outcomes if o.job_id not in again]
+
+
+def flush(worker: Worker) -> float | None:
+    """Write the worker's buffered outcomes; returns when (monotonic) the earliest retry is due,
+    if any."""
+    outcomes, worker._outcomes = worker._outcomes, []
+    try:
+        written = operations.finish(
+            worker._connection,
+            worker.worker_id,
+            outcomes,
+            delete_completed=settings.RETENTION <= 0,
+            asynchronous=True,
+        )
+    except BaseException:
+        worker._outcomes = outcomes + worker._outcomes  # written later, never lost
+        raise
+    worker._unconfirmed.add(outcomes)
+    logger.debug("Worker %s wrote %d outcomes", worker.worker_id, len(written))
+    for outcome in outcomes:
+        worker._claimed.pop(outcome.job_id, None)
+    first = worker._unconfirmed.first_writes(worker.worker_id, outcomes, written)
+    retry_at = worker.stats.count_written(worker.worker_id, first, written)
+    if retry_at is None:
+        return None
+    return time.monotonic() + max(0.0, (retry_at - timezone.now()).total_seconds())
+
+
+def make_durable(worker: Worker) -> None:
+    """Wait until the outcomes written so far are on disk (one statement)."""
+    if worker._unconfirmed:
+        operations.make_durable(worker._connection)
+        worker._unconfirmed.confirmed()
+
+
+def connection_lost(worker: Worker) -> None:
+    """Outcomes not known to be on disk go back to the buffer, written again on reconnect."""
+    worker._outcomes = worker._unconfirmed.take_back() + worker._outcomes
