@@ -23,8 +23,8 @@ from tests.testapp import jobs
 from tests.utils import output, start_worker, stop, wait_until
 
 # The worker makes outcomes durable itself only after PGQUEUE_FLUSH_INTERVAL without a claim:
-# 30 s here, so between a job's outcome and the crash nothing of the worker's flushes the WAL.
-# Heartbeats (which write) as rarely.
+# 30 s here unless a test says otherwise, so between a job's outcome and the crash nothing of
+# the worker's flushes the WAL. Heartbeats (which write) as rarely.
 WORKER_ENV = {
     "PGQUEUE_FLUSH_INTERVAL": "30",
     "PGQUEUE_HEARTBEAT_INTERVAL": "30",
@@ -69,38 +69,26 @@ def finish_then_crash(
     cluster.crash()
 
 
-def test_an_outcome_the_crash_lost_is_written_again(
-    private_cluster, cluster_queue, lazy_wal_writer, tmp_path
+@pytest.mark.parametrize(
+    ("flush_interval", "wait", "written_again"),
+    [
+        # At once: the crash loses the write; back up, the worker finds the job still
+        # running under its lock and writes the outcome again.
+        ("30", 0.0, True),
+        # No claim comes after the outcome: the idle worker commits one statement that waits
+        # for the disk within PGQUEUE_FLUSH_INTERVAL, and the crash 1 s later loses nothing.
+        ("0.05", 1.0, False),
+    ],
+    ids=["crash-at-once", "crash-after-idle"],
+)
+def test_a_server_crash_after_an_outcome_runs_nothing_twice(
+    flush_interval, wait, written_again, private_cluster, cluster_queue, lazy_wal_writer, tmp_path
 ):
     out = tmp_path / "out"
-    proc = start_worker("--threads", "1", env=private_cluster.env(**WORKER_ENV))
-    try:
-        finish_then_crash(private_cluster, cluster_queue, str(out))
-        sleep_through(1)
-        private_cluster.start()
-        wait_for_statuses(cluster_queue, Counter({"completed": 2}))
-        cluster_queue.enqueue_many(jobs.record, [(str(out), "after")])
-        wait_for_statuses(cluster_queue, Counter({"completed": 3}))
-    finally:
-        log = stop(proc)
-    assert proc.returncode == 0, log
-    assert_no_worker_error(log)
-    # The crash did lose the write: the worker found its job still running under its lock.
-    assert "written again: 1 outcomes the database had shown as written" in log, log
-    assert "dropped" not in log, log
-    assert recorded(out) == Counter(["first", "lost", "after"]), "every job ran exactly once"
-
-
-def test_an_idle_worker_makes_its_outcomes_durable_itself(
-    private_cluster, cluster_queue, lazy_wal_writer, tmp_path
-):
-    """No claim comes after the outcome: the worker commits one statement that waits for the
-    disk within ``PGQUEUE_FLUSH_INTERVAL``, and the crash after that loses nothing."""
-    out = tmp_path / "out"
-    env = private_cluster.env(**{**WORKER_ENV, "PGQUEUE_FLUSH_INTERVAL": "0.05"})
+    env = private_cluster.env(**{**WORKER_ENV, "PGQUEUE_FLUSH_INTERVAL": flush_interval})
     proc = start_worker("--threads", "1", env=env)
     try:
-        finish_then_crash(private_cluster, cluster_queue, str(out), wait=1.0)
+        finish_then_crash(private_cluster, cluster_queue, str(out), wait)
         sleep_through(1)
         private_cluster.start()
         cluster_queue.enqueue_many(jobs.record, [(str(out), "after")])
@@ -109,7 +97,9 @@ def test_an_idle_worker_makes_its_outcomes_durable_itself(
         log = stop(proc)
     assert proc.returncode == 0, log
     assert_no_worker_error(log)
-    assert "written again" not in log, log
+    lost = "written again: 1 outcomes the database had shown as written"
+    assert (lost in log) is written_again, log
+    assert "dropped" not in log, log
     assert recorded(out) == Counter(["first", "lost", "after"]), "every job ran exactly once"
 
 
