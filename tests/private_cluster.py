@@ -260,7 +260,9 @@ class ClusterQueue:
         return int(rows[0][0])
 
 
-def wait_for_statuses(queue: ClusterQueue, expected: Counter[str], timeout: float = 120) -> None:
+def wait_for_statuses(
+    queue: ClusterQueue, expected: Counter[str], timeout: float = 120, interval: float = 0.1
+) -> None:
     """Poll (through outages: a refused connection is "not yet") until the counts match."""
 
     def reached() -> bool:
@@ -270,7 +272,7 @@ def wait_for_statuses(queue: ClusterQueue, expected: Counter[str], timeout: floa
             return False
 
     try:
-        wait_until(reached, timeout=timeout, interval=0.1)
+        wait_until(reached, timeout=timeout, interval=interval)
     except AssertionError:
         raise AssertionError(f"statuses {queue.statuses()} never became {expected}") from None
 

@@ -50,7 +50,6 @@ from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
 from django_pgqueue.worker.shutdown import shutdown
 from django_pgqueue.worker.signals import ShutdownSignals
-from django_pgqueue.worker.writeback import Unconfirmed
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -115,7 +114,8 @@ class Worker:
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
         self._outcomes: list[Outcome] = []
         self._stopping = False
-        self._unconfirmed = Unconfirmed(journal)  # outcomes written, not yet known durable
+        #: Outcomes written, not yet known to be on disk.
+        self._unconfirmed = writeback.Unconfirmed(journal)
         self.cancel_timeout = (
             cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
         )
@@ -254,6 +254,8 @@ class Worker:
                 self.housekeeping.run_due(now)
                 if self._claimed:  # cancellations and progress of the jobs we hold
                     self._control.tick(self._connection, self.worker_id, self._heartbeat_ids(), now)
+                if self._unconfirmed.due(now):  # no claim has made them durable: one statement
+                    writeback.make_durable(self)
 
                 # 3. Claim when executors are about to run dry.
                 if budget is not None and budget <= 0:
@@ -274,8 +276,6 @@ class Worker:
                         next_claim = self._claimer.idle_until()
                     else:
                         next_claim = now
-                if self._unconfirmed.due(now):
-                    writeback.make_durable(self)
                 log_database_back(self.worker_id, backoff.succeeded())
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
