@@ -20,27 +20,18 @@ def private_cluster():
     Made once per session (initdb, a free port of 127.0.0.1, a migrated queue database) and
     deleted at the end; see tests/private_cluster.py. The shared server is never touched.
     """
-    from tests.private_cluster import PrivateCluster
+    from tests.private_cluster import running_cluster
 
-    cluster = PrivateCluster()
-    try:
-        cluster.start()
-        cluster.create_queue_database()
+    with running_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.destroy()
 
 
 @pytest.fixture
 def cluster_queue(private_cluster):
     """The private cluster's queue, running and empty at the start of the test."""
-    from tests.private_cluster import ClusterQueue
+    from tests.private_cluster import empty_queue
 
-    if not private_cluster.answers():  # a test that failed mid-outage left it stopped
-        private_cluster.start()
-    queue = ClusterQueue(private_cluster)
-    queue.reset()
-    return queue
+    return empty_queue(private_cluster)
 
 
 @pytest.fixture(scope="session")

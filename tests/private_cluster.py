@@ -260,6 +260,28 @@ class ClusterQueue:
         return int(rows[0][0])
 
 
+@contextlib.contextmanager
+def running_cluster(**settings: str) -> Iterator[PrivateCluster]:
+    """A new cluster with ``settings``, started, its queue database migrated; destroyed
+    afterwards."""
+    cluster = PrivateCluster(**settings)
+    try:
+        cluster.start()
+        cluster.create_queue_database()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def empty_queue(cluster: PrivateCluster) -> ClusterQueue:
+    """The cluster's queue, running and empty."""
+    if not cluster.answers():  # a test that failed mid-outage left it stopped
+        cluster.start()
+    queue = ClusterQueue(cluster)
+    queue.reset()
+    return queue
+
+
 def wait_for_statuses(
     queue: ClusterQueue, expected: Counter[str], timeout: float = 120, interval: float = 0.1
 ) -> None:

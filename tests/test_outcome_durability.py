@@ -18,7 +18,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.private_cluster import ClusterQueue, PrivateCluster, sleep_through, wait_for_statuses
+from tests.private_cluster import (
+    ClusterQueue,
+    PrivateCluster,
+    empty_queue,
+    running_cluster,
+    sleep_through,
+    wait_for_statuses,
+)
 from tests.test_database_faults import assert_no_worker_error, recorded
 from tests.testapp import jobs
 from tests.utils import output, start_worker, stop, wait_until
@@ -36,22 +43,15 @@ LOST = "written again: 1 outcomes the database had shown as written"
 
 @pytest.fixture(scope="module")
 def lazy_cluster() -> Iterator[PrivateCluster]:
-    cluster = PrivateCluster(wal_writer_delay="10s", autovacuum="off", checkpoint_timeout="1h")
-    try:
-        cluster.start()
-        cluster.create_queue_database()
+    with running_cluster(
+        wal_writer_delay="10s", autovacuum="off", checkpoint_timeout="1h"
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.destroy()
 
 
 @pytest.fixture
 def queue(lazy_cluster: PrivateCluster) -> ClusterQueue:
-    if not lazy_cluster.answers():  # a test that failed mid-crash left it stopped
-        lazy_cluster.start()
-    queue = ClusterQueue(lazy_cluster)
-    queue.reset()
-    return queue
+    return empty_queue(lazy_cluster)
 
 
 def completed(queue: ClusterQueue, count: int) -> None:
