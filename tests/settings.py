@@ -65,6 +65,10 @@ TEMPLATES = [
 
 STATIC_URL = "/static/"
 
+# The admin tests make a superuser each: the default hasher (PBKDF2, a million rounds) costs
+# 0.3 s of CPU per user, a minute of the suite. Nothing here tests password strength.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 # Fast retries in tests; each test overrides what it checks.
 PGQUEUE_BACKOFF_BASE = 0.0
 PGQUEUE_BACKOFF_JITTER = 0.0
