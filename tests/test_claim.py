@@ -189,3 +189,35 @@ def test_concurrent_claims_never_run_two_jobs_of_one_key_at_once():
     run_threads(4, work)
     assert overlaps == []
     assert sorted(ran) == sorted(Job.objects.values_list("id", flat=True))
+
+
+def test_settling_after_a_lost_connection_hands_back_only_the_jobs_the_worker_never_knew_of():
+    """``Claimer.settle``: the jobs a claim took while its answer was lost go back to pending
+    with their attempt refunded, claimable at once; the worker's known jobs and another
+    worker's stay running."""
+    from django_pgqueue.worker.claims import Claimer
+    from django_pgqueue.worker.connection import QueueConnection
+
+    known, *unknown = jobs.add.enqueue_many([(i, i) for i in range(3)])
+    [others] = jobs.add.enqueue_many([(9, 9)])
+    assert len(Job.objects.claim("w1", limit=3)) == 3
+    assert len(Job.objects.claim("w2")) == 1
+    queue_connection = QueueConnection("default", "settle test")
+    claimer = Claimer(queue_connection, "w1", None, burst=False)
+    claimer.unsettled = True
+    try:
+        assert claimer.settle([known]) == 2
+    finally:
+        queue_connection.close()
+    assert not claimer.unsettled
+    rows = {job.pk: job for job in Job.objects.all()}
+    assert (rows[known].status, rows[known].locked_by) == ("running", "w1")
+    assert (rows[others].status, rows[others].locked_by) == ("running", "w2")
+    for job_id in unknown:
+        row = rows[job_id]
+        assert (row.status, row.attempts, row.locked_by, row.errors) == ("pending", 0, None, [])
+    assert {job.pk for job in Job.objects.claim("w3", limit=5)} == set(unknown)
+    try:
+        assert claimer.settle([known]) == 0  # nothing more
+    finally:
+        queue_connection.close()

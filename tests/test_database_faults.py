@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from scripts import pgdb
+from tests.pgproxy import LosingProxy
 from tests.private_cluster import ClusterQueue, PrivateCluster, sleep_through, wait_for_statuses
 from tests.testapp import jobs
 from tests.utils import ROOT, manage, output, start_worker, stop, wait_until
@@ -206,10 +207,10 @@ def test_terminating_every_worker_connection_loses_and_repeats_nothing(
     out = tmp_path / "out"
     queue = cluster_queue
     # A claim that commits just before its connection is terminated never reaches the worker:
-    # its jobs stay running, locked by the worker, until the visibility timeout, and are then
-    # reclaimed and run (once). A timeout well inside the wait below lets that case finish too;
-    # with heartbeats every 0.5 s and 50 ms jobs, no running job is reclaimed by mistake.
-    env = private_cluster.env(**{**WORKER_ENV, "PGQUEUE_VISIBILITY_TIMEOUT": "15"})
+    # back on a new connection, the worker hands its jobs back (Claimer.settle). None waits
+    # for the visibility timeout (120 s, longer than the wait below) or is charged a
+    # WorkerLost attempt.
+    env = private_cluster.env(**WORKER_ENV)
     proc = start_worker("--processes", "2", "--threads", "2", env=env)
     try:
         queue.enqueue_many(jobs.db_record, [(str(out), f"db-{i}", 0.05) for i in range(60)])
@@ -230,6 +231,47 @@ def test_terminating_every_worker_connection_loses_and_repeats_nothing(
     names = [f"{kind}-{i}" for kind in ("db", "plain") for i in range(60)]
     assert recorded(out) == Counter(names)
     assert not running_ids(queue)
+    assert not queue.query("SELECT id FROM pgqueue_job WHERE last_error LIKE 'WorkerLost%%'")
+
+
+def test_a_claim_whose_answer_is_lost_hands_its_jobs_back_when_the_connection_returns(
+    private_cluster, cluster_queue, tmp_path
+):
+    """The claim commits; the connection is cut before its answer reaches the worker (a real
+    proxy swallows it). Back on a new connection, the worker hands the job it never knew it
+    held back to the queue, refunding the attempt, and runs it: no wait for the visibility
+    timeout (an hour here), no ``WorkerLost`` attempt."""
+    out = tmp_path / "out"
+    queue = cluster_queue
+    proxy = LosingProxy(private_cluster.port)
+    env = private_cluster.env(
+        **{**WORKER_ENV, "PGQUEUE_VISIBILITY_TIMEOUT": "3600"},
+        PGPORT=str(proxy.port),
+        PGSSLMODE="disable",
+        PGGSSENCMODE="disable",
+    )
+    proc = start_worker("--threads", "2", env=env)
+    try:
+        queue.enqueue_many(jobs.record, [(str(out), "first")])
+        wait_for_statuses(queue, Counter({"completed": 1}))  # claims and writes through it
+        proxy.arm()
+        [lost] = queue.enqueue_many(jobs.record, [(str(out), "lost-answer")])
+        assert proxy.fired.wait(60), "no claim went through the proxy"
+        wait_for_statuses(queue, Counter({"completed": 2}))
+        assert proc.poll() is None, "the worker exited"
+    finally:
+        log = stop(proc)
+        proxy.close()
+    assert proc.returncode == 0, log
+    assert_no_worker_error(log)
+    assert "queue database unreachable" in log.lower(), log
+    assert "handed back 1 jobs a claim took while its answer was lost" in log, log
+    assert f"#{lost}" in log, log
+    [(attempts, errors)] = queue.query(
+        "SELECT attempts, errors FROM pgqueue_job WHERE id = %s", [lost]
+    )
+    assert (attempts, errors) == (1, []), "the lost claim's attempt is refunded, nothing charged"
+    assert recorded(out) == Counter(["first", "lost-answer"])
 
 
 def test_pgqueue_chaos_loses_no_job_through_kills_terminations_and_a_restart(

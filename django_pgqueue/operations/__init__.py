@@ -12,7 +12,8 @@ module             owns
                    :func:`listen`
 ``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
 ``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`make_durable`, :func:`release`,
-                   :func:`next_run_after`, :func:`cancel_requested`, :func:`save_progress`
+                   :func:`release_unknown`, :func:`next_run_after`, :func:`cancel_requested`,
+                   :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
                    :class:`StaleScan` (where a worker's stale-job scan starts)
@@ -66,6 +67,7 @@ from django_pgqueue.operations.outcomes import (
     make_durable,
     next_run_after,
     release,
+    release_unknown,
     save_progress,
 )
 from django_pgqueue.operations.queues import (
@@ -127,6 +129,7 @@ __all__ = [
     "queue_controls",
     "recycle",
     "release",
+    "release_unknown",
     "report_worker",
     "retry",
     "run_now",

@@ -200,6 +200,15 @@ def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
+def release_unknown(db: Database, worker_id: str, known_ids: Sequence[int]) -> set[int]:
+    """Hand back, as :func:`release` does, every job the database shows ``worker_id`` holding
+    but ``known_ids``: after a lost connection, the jobs of a claim that committed while its
+    answer was lost. Left alone, they would stay ``running`` until the visibility timeout."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.RELEASE_ALL_BUT, [list(known_ids), worker_id])
+        return {row[0] for row in cursor.fetchall()}
+
+
 class NextRun(NamedTuple):
     """What an idle worker waits for (:func:`next_run_after`)."""
 

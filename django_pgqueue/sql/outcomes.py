@@ -95,15 +95,26 @@ DELETE_FINISHED_ASYNC = _delete_finished(_ASYNC_COMMIT)
 #: record does not wait for it.
 MAKE_DURABLE = "SELECT pg_logical_emit_message(true, 'django_pgqueue', '')"
 
-RELEASE = f"""
+
+def _release(which: str) -> str:
+    return f"""
 UPDATE {TABLE} j SET
     status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE {_PENDING} END,
     finished_at = CASE WHEN {_ASKED_TO_STOP} THEN now() END,
     attempts = greatest(j.attempts - 1, 0), locked_at = NULL, locked_by = NULL,
     started_at = NULL
-WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
+WHERE {which} AND j.locked_by = %s
 RETURNING j.id
 """
+
+
+#: Claimed jobs handed back unstarted, without spending an attempt: these ids.
+RELEASE = _release(f"j.id = ANY(%s) AND {_IS_RUNNING}")
+#: The same for every running job the worker holds but these ids: after a lost connection,
+#: the jobs of a claim that committed while its answer was lost (the worker never knew of
+#: them). Through the partial index on running jobs, whatever the size of the history: a
+#: statement made once per reconnection, not per claim.
+RELEASE_ALL_BUT = _release(f"NOT (j.id = ANY(%s)) AND j.status = {_RUNNING}")
 
 
 # What an idle worker waits for, from the ready ring (``sql.ready``): whether a ring slot holds

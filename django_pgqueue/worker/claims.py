@@ -47,6 +47,9 @@ class Claimer:
         self.stale_scan = operations.StaleScan()
         #: Some queue has settings (paused, limits): claim with the statements that obey them.
         self.controlled = False
+        #: The connection was lost: a claim may have committed without its answer reaching
+        #: the worker. :meth:`settle` hands such jobs back once the connection is back.
+        self.unsettled = False
 
     def claim(self, limit: int, take: Callable[[list[Job]], None]) -> int:
         """Up to ``limit`` runnable jobs, handed to ``take``; then, once they are on their way,
@@ -60,6 +63,28 @@ class Claimer:
             take(jobs)
             taken += more
         return taken
+
+    def settle(self, known_ids: Iterable[int]) -> int:
+        """After a lost connection, before anything else on the new one: hand back (pending,
+        no attempt spent) the jobs the database shows this worker holding that it does not
+        know of (``known_ids``: claimed, or with an outcome to write). A claim that committed
+        while its answer was lost left them ``running`` under this worker's name, and they
+        would wait for the visibility timeout and be charged a ``WorkerLost`` attempt.
+
+        A claim still running on the server when this looks (the connection cut on the
+        worker's side only) commits after it: its jobs are left to the visibility timeout.
+        Returns how many were handed back."""
+        handed = operations.release_unknown(self.connection, self.worker_id, list(known_ids))
+        self.unsettled = False
+        if handed:
+            logger.warning(
+                "Worker %s: handed back %d jobs a claim took while its answer was lost with "
+                "the connection: %s",
+                self.worker_id,
+                len(handed),
+                ", ".join(f"#{job_id}" for job_id in sorted(handed)),
+            )
+        return len(handed)
 
     def _upkeep(self, limit: int, taken: int) -> tuple[list[Job], int]:
         """About once a second, and before a burst ends on a short claim: move due scheduled
@@ -77,6 +102,7 @@ class Claimer:
             operations.recycle(self.connection)
         except DATABASE_ERRORS as exc:
             logger.warning("Worker %s: stale-job recovery failed: %s", self.worker_id, exc)
+            self.unsettled = True  # its claim may have committed all the same
             return [], 0
         return claimed
 

@@ -237,6 +237,8 @@ class Worker:
                 flush_deadline = now + settings.FLUSH_INTERVAL
 
             try:
+                if self._claimer.unsettled and self._claimer.settle(self._held_ids()):
+                    next_claim = now  # the jobs a lost claim answer left: claimable again
                 # 2. Write outcomes back in one statement when enough are buffered or due.
                 if self._outcomes and (
                     len(self._outcomes) >= settings.FLUSH_SIZE
@@ -284,6 +286,7 @@ class Worker:
                 delay = backoff.failed()
                 log_database_error(self.worker_id, exc, delay)
                 writeback.connection_lost(self)
+                self._claimer.unsettled = True
                 self._connection.close()
                 self._drain_events(delay)
                 if self._stopping:
@@ -375,6 +378,12 @@ class Worker:
         operations.report_worker(
             self._connection, self.worker_id, self.queues, self.threads, self.stats.finished
         )
+
+    def _held_ids(self) -> list[int]:
+        """The jobs this worker knows it holds: claimed, or finished with an outcome to write
+        or not yet known to be on disk (a crash may have put its job back to running)."""
+        buffered = [outcome.job_id for outcome in self._outcomes]
+        return [*self._claimed, *buffered, *self._unconfirmed.job_ids()]
 
     def _heartbeat_ids(self) -> list[int]:
         # Hung jobs already have their outcome buffered; lost ones belong to another worker.

@@ -28,6 +28,8 @@ def shutdown(worker: Worker) -> None:
     released = False
     while True:
         try:
+            if worker._claimer.unsettled:  # the loop lost its connection: see Claimer.settle
+                worker._claimer.settle(worker._held_ids())
             if unstarted and not released:
                 handed = operations.release(worker._connection, worker.worker_id, unstarted)
                 released = True
@@ -62,6 +64,7 @@ def shutdown(worker: Worker) -> None:
                 "Worker %s: queue database error during shutdown (%s)", worker.worker_id, exc
             )
             writeback.connection_lost(worker)
+            worker._claimer.unsettled = True
             worker._connection.close()
             if time.monotonic() >= deadline:
                 break

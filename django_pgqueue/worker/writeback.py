@@ -51,6 +51,9 @@ class Unconfirmed:
     def __bool__(self) -> bool:
         return bool(self._outcomes)
 
+    def job_ids(self) -> list[int]:
+        return [outcome.job_id for outcome in self._outcomes]
+
     def add(self, outcomes: list[Outcome]) -> None:
         if outcomes and self.deadline is None:
             self.deadline = time.monotonic() + settings.FLUSH_INTERVAL
