@@ -73,6 +73,7 @@ class Claimer:
 
         A claim still running on the server when this looks (the connection cut on the
         worker's side only) commits after it: its jobs are left to the visibility timeout.
+        Worker ids are unique among running workers (``--worker-id``: docs/worker.md).
         Returns how many were handed back."""
         handed = operations.release_unknown(self.connection, self.worker_id, list(known_ids))
         self.unsettled = False
