@@ -217,7 +217,13 @@ def test_settling_after_a_lost_connection_hands_back_only_the_jobs_the_worker_ne
         row = rows[job_id]
         assert (row.status, row.attempts, row.locked_by, row.errors) == ("pending", 0, None, [])
     assert {job.pk for job in Job.objects.claim("w3", limit=5)} == set(unknown)
+    [again] = jobs.add.enqueue_many([(5, 5)])
+    assert len(Job.objects.claim("w1")) == 1
+    claimer.id_shared = True  # another process runs as w1: its jobs may be among them
+    claimer.unsettled = True
     try:
+        assert claimer.settle([known]) == 0
         assert claimer.settle([known]) == 0  # nothing more
     finally:
         queue_connection.close()
+    assert Job.objects.get(pk=again).status == "running"

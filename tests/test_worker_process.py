@@ -277,6 +277,30 @@ def test_a_hung_job_fails_on_its_timeout_and_the_worker_carries_on(tmp_path):
     assert len(recorded(out)) == 5
 
 
+def test_two_processes_under_one_worker_id_are_reported_a_restart_under_it_is_not():
+    """A worker id names one running process: recovering a dead process's jobs and handing
+    back the jobs of a lost claim answer go by it. A restart under the same id takes the row
+    over quietly; two processes running under one id say so."""
+    env = worker_env(PGQUEUE_HEARTBEAT_INTERVAL="0.2")
+    pids = []
+    for _ in range(2):
+        result = run_worker("--worker-id", "solo", env=env)
+        assert result.returncode == 0, result.stderr
+        assert "under this worker id too" not in result.stdout + result.stderr
+        pids.append(WorkerRow.objects.get(worker_id="solo").pid)
+    assert pids[0] != pids[1], "the second run took the row over"
+    twins = [start_worker("--worker-id", "twin", env=env) for _ in range(2)]
+    try:
+        wait_until(
+            lambda: any("runs under this worker id too" in worker_output(p) for p in twins),
+            timeout=60,
+        )
+    finally:
+        logs = [stop(p) for p in twins]
+    assert [p.returncode for p in twins] == [0, 0], logs
+    assert "give each run_jobs its own --worker-id" in "".join(logs)
+
+
 def test_max_jobs_exits_after_that_many_jobs():
     jobs.noop.enqueue_many([()] * 20)
     proc = start_worker("--max-jobs", "5")

@@ -41,20 +41,23 @@ def prune(db: Database) -> Pruned:
 
 def report_worker(
     db: Database, worker_id: str, queues: Sequence[str] | None, threads: int, jobs_done: int
-) -> None:
-    """Insert or refresh this worker's row (on every heartbeat)."""
+) -> tuple[str, int] | None:
+    """Insert or refresh this worker's row (on every heartbeat); returns the host and pid the
+    row named before, if it existed: another process's, under a ``worker_id`` both use."""
     with db.cursor() as cursor:
         cursor.execute(
             sql.UPSERT_WORKER,
-            [
-                worker_id,
-                socket.gethostname(),
-                os.getpid(),
-                dumps(list(queues or [])),
-                threads,
-                jobs_done,
-            ],
+            {
+                "id": worker_id,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "queues": dumps(list(queues or [])),
+                "threads": threads,
+                "jobs_done": jobs_done,
+            },
         )
+        row = cursor.fetchone()
+    return None if row is None or row[0] is None else (str(row[0]), int(row[1]))
 
 
 def stop_worker(db: Database, worker_id: str, jobs_done: int) -> None:

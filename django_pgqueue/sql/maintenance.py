@@ -25,12 +25,26 @@ DELETE FROM {TABLE} WHERE id IN (
 PRUNE = _prune(PRUNED_AFTER_RETENTION)
 PRUNE_DEAD = _prune((JobStatus.DEAD.value,))
 
+#: The worker's row, inserted or refreshed; returns the host and pid the row named before
+#: (none for a new row). A process that takes over the row of another (a restart under the
+#: same ``--worker-id``) starts it afresh.
 UPSERT_WORKER = f"""
-INSERT INTO {WORKER_TABLE}
-    (worker_id, hostname, pid, queues, threads, started_at, last_seen_at, jobs_done, stopped_at)
-VALUES (%s, %s, %s, %s::jsonb, %s, now(), now(), %s, NULL)
-ON CONFLICT (worker_id) DO UPDATE
-SET last_seen_at = now(), jobs_done = EXCLUDED.jobs_done, stopped_at = NULL
+WITH before AS (SELECT hostname, pid FROM {WORKER_TABLE} WHERE worker_id = %(id)s),
+upserted AS (
+    INSERT INTO {WORKER_TABLE} AS w
+        (worker_id, hostname, pid, queues, threads, started_at, last_seen_at, jobs_done,
+         stopped_at)
+    VALUES (%(id)s, %(hostname)s, %(pid)s, %(queues)s::jsonb, %(threads)s, now(), now(),
+            %(jobs_done)s, NULL)
+    ON CONFLICT (worker_id) DO UPDATE
+    SET last_seen_at = now(), jobs_done = EXCLUDED.jobs_done, stopped_at = NULL,
+        hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+        threads = EXCLUDED.threads,
+        started_at = CASE WHEN (w.hostname, w.pid) = (EXCLUDED.hostname, EXCLUDED.pid)
+                     THEN w.started_at ELSE now() END
+    RETURNING 1
+)
+SELECT b.hostname, b.pid FROM (SELECT count(*) FROM upserted) u LEFT JOIN before b ON true
 """
 
 STOP_WORKER = f"""

@@ -4,6 +4,8 @@ another look at once."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -50,6 +52,10 @@ class Claimer:
         #: The connection was lost: a claim may have committed without its answer reaching
         #: the worker. :meth:`settle` hands such jobs back once the connection is back.
         self.unsettled = False
+        #: Another running process uses this worker id (:meth:`reported`): settling could
+        #: take its jobs, so it hands nothing back.
+        self.id_shared = False
+        self._reported = False
 
     def claim(self, limit: int, take: Callable[[list[Job]], None]) -> int:
         """Up to ``limit`` runnable jobs, handed to ``take``; then, once they are on their way,
@@ -75,8 +81,10 @@ class Claimer:
         worker's side only) commits after it: its jobs are left to the visibility timeout.
         Worker ids are unique among running workers (``--worker-id``: docs/worker.md).
         Returns how many were handed back."""
-        handed = operations.release_unknown(self.connection, self.worker_id, list(known_ids))
         self.unsettled = False
+        if self.id_shared:
+            return 0
+        handed = operations.release_unknown(self.connection, self.worker_id, list(known_ids))
         if handed:
             logger.warning(
                 "Worker %s: handed back %d jobs a claim took while its answer was lost with "
@@ -86,6 +94,22 @@ class Claimer:
                 ", ".join(f"#{job_id}" for job_id in sorted(handed)),
             )
         return len(handed)
+
+    def reported(self, before: tuple[str, int] | None) -> None:
+        """The worker's row named ``before`` (host, pid) when its heartbeat refreshed it. Once
+        this process has written the row, another name there means another process runs
+        under the same worker id and wrote it since."""
+        if self._reported and before != (socket.gethostname(), os.getpid()) and not self.id_shared:
+            self.id_shared = True
+            logger.error(
+                "Worker %s: another process (%s, pid %s) runs under this worker id too: give "
+                "each run_jobs its own --worker-id. Recovering a dead process's jobs and "
+                "handing back those of a claim whose answer was lost go by worker id and could "
+                "take the other's running jobs; this worker no longer hands any back.",
+                self.worker_id,
+                *(before or ("?", "?")),
+            )
+        self._reported = True
 
     def _upkeep(self, limit: int, taken: int) -> tuple[list[Job], int]:
         """About once a second, and before a burst ends on a short claim: move due scheduled

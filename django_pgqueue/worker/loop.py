@@ -375,9 +375,10 @@ class Worker:
                     "Worker %s: job #%d is no longer ours: its lock expired", self.worker_id, job_id
                 )
                 self._executors.lost.add(job_id)
-        operations.report_worker(
+        before = operations.report_worker(
             self._connection, self.worker_id, self.queues, self.threads, self.stats.finished
         )
+        self._claimer.reported(before)
 
     def _held_ids(self) -> list[int]:
         """The jobs this worker knows it holds: claimed, or finished with an outcome to write
