@@ -81,10 +81,12 @@ class Claimer:
         worker's side only) commits after it: its jobs are left to the visibility timeout.
         Worker ids are unique among running workers (``--worker-id``: docs/worker.md).
         Returns how many were handed back."""
+        handed = (
+            set()
+            if self.id_shared
+            else operations.release_unknown(self.connection, self.worker_id, list(known_ids))
+        )
         self.unsettled = False
-        if self.id_shared:
-            return 0
-        handed = operations.release_unknown(self.connection, self.worker_id, list(known_ids))
         if handed:
             logger.warning(
                 "Worker %s: handed back %d jobs a claim took while its answer was lost with "
@@ -99,7 +101,9 @@ class Claimer:
         """The worker's row named ``before`` (host, pid) when its heartbeat refreshed it. Once
         this process has written the row, another name there means another process runs
         under the same worker id and wrote it since."""
-        if self._reported and before != (socket.gethostname(), os.getpid()) and not self.id_shared:
+        ours = (socket.gethostname(), os.getpid())
+        if self._reported and before not in (None, ours) and not self.id_shared:
+            # (None: the row was pruned while this worker was cut off, not taken.)
             self.id_shared = True
             logger.error(
                 "Worker %s: another process (%s, pid %s) runs under this worker id too: give "
