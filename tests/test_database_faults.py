@@ -164,30 +164,38 @@ def test_the_worker_waits_out_a_full_connection_table(private_cluster, cluster_q
     out = tmp_path / "out"
     proc = start_worker("--threads", "2", env=private_cluster.env(**WORKER_ENV))
     held: list[psycopg.Connection] = []
-    try:
-        cluster_queue.enqueue_many(jobs.record, [(str(out), f"before-{i}") for i in range(5)])
-        wait_for_statuses(cluster_queue, Counter({"completed": 5}))
-        # Take every slot, then cut the worker's connections: its reconnects find none free.
-        # (Terminated backends free their slots a moment later: keep taking them.)
-        assert _fill(private_cluster, held)
-        queue = ClusterQueue(private_cluster, pinned=held[0])
+    try:  # the worker is stopped whatever fails: left running, it would take later tests' jobs
+        try:
+            cluster_queue.enqueue_many(jobs.record, [(str(out), f"before-{i}") for i in range(5)])
+            wait_for_statuses(cluster_queue, Counter({"completed": 5}))
+            # Take every slot, then cut the worker's connections: its reconnects find none
+            # free. (Terminated backends free their slots a moment after they leave
+            # pg_stat_activity: keep taking them until a round finds none to take.)
+            assert _fill(private_cluster, held)
+            queue = ClusterQueue(private_cluster, pinned=held[0])
 
-        def worker_refused() -> bool:
-            """The worker holds no connection, and was refused one."""
-            _fill(private_cluster, held)
-            if queue.terminate_workers():
-                return False
-            return "too many clients" in output(proc)
+            quiet_looks = 0
 
-        wait_until(worker_refused, timeout=120, interval=0.2)
-        queue.enqueue_many(jobs.record, [(str(out), f"during-{i}") for i in range(5)])
-        sleep_through(2)
-        assert proc.poll() is None, output(proc)
-        assert queue.statuses()["completed"] == 5
-    finally:
-        for conn in held:
-            conn.close()
-    try:
+            def worker_refused() -> bool:
+                """The worker was refused a connection, and two looks in a row found it
+                holding none (one still starting up shows at the second) and no slot freed."""
+                nonlocal quiet_looks
+                before = len(held)
+                _fill(private_cluster, held)
+                if queue.terminate_workers() or len(held) != before:
+                    quiet_looks = 0
+                    return False
+                quiet_looks += 1
+                return quiet_looks >= 2 and "too many clients" in output(proc)
+
+            wait_until(worker_refused, timeout=120, interval=0.2)
+            queue.enqueue_many(jobs.record, [(str(out), f"during-{i}") for i in range(5)])
+            sleep_through(2)
+            assert proc.poll() is None, output(proc)
+            assert queue.statuses()["completed"] == 5, output(proc)
+        finally:
+            for conn in held:
+                conn.close()
         cluster_queue.enqueue_many(jobs.record, [(str(out), f"after-{i}") for i in range(5)])
         wait_for_statuses(cluster_queue, Counter({"completed": 15}))
         assert proc.poll() is None
