@@ -52,7 +52,11 @@ class LosingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self.server)
+            try:
+                server = socket.create_connection(self.server)
+            except OSError:  # the server is down: so is this client's connection
+                _close(client)
+                continue
             with self._lock:
                 if self._closed:
                     _close(client)

@@ -205,7 +205,7 @@ def release_unknown(db: Database, worker_id: str, known_ids: Sequence[int]) -> s
     but ``known_ids``: after a lost connection, the jobs of a claim that committed while its
     answer was lost. Left alone, they would stay ``running`` until the visibility timeout."""
     with db.cursor() as cursor:
-        cursor.execute(sql.RELEASE_ALL_BUT, [list(known_ids), worker_id])
+        cursor.execute(sql.RELEASE_UNKNOWN, [list(known_ids), worker_id])
         return {row[0] for row in cursor.fetchall()}
 
 

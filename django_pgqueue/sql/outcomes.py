@@ -114,7 +114,7 @@ RELEASE = _release(f"j.id = ANY(%s) AND {_IS_RUNNING}")
 #: the jobs of a claim that committed while its answer was lost (the worker never knew of
 #: them). Through the partial index on running jobs, whatever the size of the history: a
 #: statement made once per reconnection, not per claim.
-RELEASE_ALL_BUT = _release(f"NOT (j.id = ANY(%s)) AND j.status = {_RUNNING}")
+RELEASE_UNKNOWN = _release(f"NOT (j.id = ANY(%s)) AND j.status = {_RUNNING}")
 
 
 # What an idle worker waits for, from the ready ring (``sql.ready``): whether a ring slot holds

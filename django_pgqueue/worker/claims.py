@@ -101,9 +101,9 @@ class Claimer:
         """The worker's row named ``before`` (host, pid) when its heartbeat refreshed it. Once
         this process has written the row, another name there means another process runs
         under the same worker id and wrote it since."""
+        # (None: the row was pruned while this worker was cut off, not taken.)
         ours = (socket.gethostname(), os.getpid())
-        if self._reported and before not in (None, ours) and not self.id_shared:
-            # (None: the row was pruned while this worker was cut off, not taken.)
+        if self._reported and before is not None and before != ours and not self.id_shared:
             self.id_shared = True
             logger.error(
                 "Worker %s: another process (%s, pid %s) runs under this worker id too: give "
@@ -111,7 +111,7 @@ class Claimer:
                 "handing back those of a claim whose answer was lost go by worker id and could "
                 "take the other's running jobs; this worker no longer hands any back.",
                 self.worker_id,
-                *(before or ("?", "?")),
+                *before,
             )
         self._reported = True
 
