@@ -16,7 +16,8 @@ module             owns
                    :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
-                   :class:`StaleScan` (where a worker's stale-job scan starts)
+                   :func:`sweep_parked` (rows of paused queues), :class:`StaleScan` (where a
+                   worker's stale-job scan starts)
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
@@ -78,7 +79,13 @@ from django_pgqueue.operations.queues import (
     set_limits,
     set_paused,
 )
-from django_pgqueue.operations.ready import StaleScan, promote, recycle, slot_counts
+from django_pgqueue.operations.ready import (
+    StaleScan,
+    promote,
+    recycle,
+    slot_counts,
+    sweep_parked,
+)
 from django_pgqueue.operations.schedules import (
     FIRE_BATCH,
     Fired,
@@ -140,4 +147,5 @@ __all__ = [
     "set_paused",
     "slot_counts",
     "stop_worker",
+    "sweep_parked",
 ]

@@ -15,6 +15,7 @@ from django_pgqueue.operations.db import Database
 from django_pgqueue.sql import Cursor
 from django_pgqueue.sql import control as control_sql
 from django_pgqueue.sql import limits as limits_sql
+from django_pgqueue.sql import parked as parked_sql
 from django_pgqueue.sql import queues as sql
 
 #: The payload of the NOTIFY a queue change sends.
@@ -38,9 +39,14 @@ def _changing(db: Database, name: str) -> Iterator[Cursor]:
 
 
 def set_paused(db: Database, name: str, paused: bool) -> None:
-    """Pause (or resume) the queue ``name``; the workers hear of it when this commits."""
+    """Pause (or resume) the queue ``name``; the workers hear of it when this commits.
+
+    Its pending jobs' ready rows move out of the ring (or back) in the same transaction: one
+    row per job, so pausing a backlog of 100,000 jobs takes a moment once, instead of every
+    claim stepping over them while the queue is paused."""
     with _changing(db, name) as cursor:
         cursor.execute(sql.SET_PAUSED, [name, paused])
+        cursor.execute(parked_sql.PARK_QUEUE if paused else parked_sql.UNPARK_QUEUE, [name])
 
 
 def set_limits(

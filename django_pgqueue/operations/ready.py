@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from django_pgqueue.operations.db import Database
 from django_pgqueue.sql import claim as claim_sql
+from django_pgqueue.sql import parked as parked_sql
 from django_pgqueue.sql import ready as sql
 
 #: Due scheduled jobs moved into the ring per statement.
@@ -38,8 +39,22 @@ def recycle(db: Database) -> list[int]:
     return truncated
 
 
+def sweep_parked(db: Database) -> int:
+    """Park the ring rows of paused queues and put back the parked rows of queues no longer
+    paused: those a pause or resume committing while their job was enqueued left on the wrong
+    side. Returns how many moved."""
+    moved = 0
+    with db.cursor() as cursor:
+        cursor.execute(parked_sql.MISPLACED)
+        for queue, park in cursor.fetchall():
+            with db.atomic():
+                cursor.execute(parked_sql.PARK_QUEUE if park else parked_sql.UNPARK_QUEUE, [queue])
+            moved += int(cursor.rowcount)
+    return moved
+
+
 def slot_counts(db: Database) -> dict[int, int]:
-    """Rows per slot (-1: the later partition)."""
+    """Rows per slot (-1: the later partition, -2: the parked one)."""
     with db.cursor() as cursor:
         cursor.execute(sql.SLOT_COUNTS)
         return {int(slot): int(count) for slot, count in cursor.fetchall()}

@@ -12,6 +12,8 @@ small row in ``pgqueue_ready``, a table partitioned by ``slot``:
   the ring's size, not by how long the horizon has been held.
 * ``pgqueue_ready_later`` (slot -1): jobs whose ``run_after`` is in the future. Claims never
   read it; due rows are promoted into the ring in batches, about once a second per worker.
+* ``pgqueue_ready_parked`` (slot -2): jobs of paused queues, which no claim reads either
+  (``sql.parked``).
 
 A ready row copies what the claims choose by: queue, priority, run_after, concurrency key,
 and (since ``0007_ready_limits``) rate key and concurrency limit, so the limited claim
@@ -36,6 +38,8 @@ LATER_TABLE = "pgqueue_ready_later"
 RING_SLOTS = 8
 SLOT_SPAN = 4096
 LATER_SLOT = -1
+PARKED_TABLE = f"{READY_TABLE}_parked"
+PARKED_SLOT = -2
 #: Rows left in a drained slot that recycling moves on (more: the slot is still draining).
 STRAGGLERS = 256
 
@@ -49,7 +53,13 @@ _COPIED = ", ".join(COLUMNS)
 
 
 def slot_table(slot: int) -> str:
-    return LATER_TABLE if slot == LATER_SLOT else f"{READY_TABLE}_{slot}"
+    if slot == LATER_SLOT:
+        return LATER_TABLE
+    return PARKED_TABLE if slot == PARKED_SLOT else f"{READY_TABLE}_{slot}"
+
+
+def columns_of(row: str) -> str:
+    return ", ".join(f"{row}.{c}" for c in COLUMNS)
 
 
 #: Due rows of the later partition move into the ring (any queue: whoever promotes, serves all).
@@ -100,7 +110,7 @@ ORDER BY s
 #: Recycle one slot: TRUNCATE it if it holds no row of a pending job (see the migration).
 RECYCLE = "SELECT pgqueue_ready_recycle(%s)"
 
-#: Rows per ring slot and in the later partition (tests and the benchmark look).
+#: Rows per ring slot, in the later and in the parked partition (tests and the benchmark look).
 SLOT_COUNTS = f"SELECT slot, count(*) FROM {READY_TABLE} GROUP BY slot ORDER BY slot"
 
 #: The ring's DDL, for the migration: tables, indexes and the functions the triggers call.
@@ -110,10 +120,14 @@ _PARTITIONS = "\n".join(
 )
 
 
-def _keep_rows(columns: tuple[str, ...]) -> str:
+def keep_rows(columns: tuple[str, ...], *, parked: bool = False) -> str:
     """The trigger functions, the update trigger and the recycling function, for ready rows
-    that copy ``columns``: ``CREATE OR REPLACE``, so a migration can change the copied set."""
+    that copy ``columns``: ``CREATE OR REPLACE``, so a migration can change the copied set.
+    With ``parked`` (``0008``), a pending job's parked row is replaced like its later one."""
     copied = ", ".join(columns)
+    # The partitions a pending job's earlier row is found in by job id (ring rows are left to
+    # the claim).
+    by_job = f"slot IN ({LATER_SLOT}, {PARKED_SLOT})" if parked else f"slot = {LATER_SLOT}"
     new_values = ", ".join(f"NEW.{c}" for c in columns)
     changed = "\n        OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in columns)
     pending = _PENDING.replace("'", "''")
@@ -128,12 +142,12 @@ END;
 $$;
 
 -- A job became pending (retry, release, hand-back) or pending with a new run_after (run now):
--- its row goes where its run_after says. A later row it had is replaced; a ring row it may
--- still have is left to the claim, which deletes rows whose job is not pending and due.
+-- its row goes where its run_after says. A later (or parked) row it had is replaced; a ring row
+-- it may still have is left to the claim, which deletes rows whose job is not pending and due.
 CREATE OR REPLACE FUNCTION pgqueue_ready_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF OLD.status = {_PENDING} THEN
-        DELETE FROM {READY_TABLE} WHERE slot = {LATER_SLOT} AND job_id = OLD.id;
+        DELETE FROM {READY_TABLE} WHERE {by_job} AND job_id = OLD.id;
     END IF;
     INSERT INTO {READY_TABLE} (slot, job_id, {copied})
     VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, {new_values});
@@ -238,7 +252,7 @@ LANGUAGE sql VOLATILE AS $$
     SELECT (CASE WHEN run_after > clock_timestamp() THEN {LATER_SLOT}
             ELSE (job_id / {SLOT_SPAN}) % {RING_SLOTS} END)::smallint
 $$;
-{_keep_rows(BASE_COLUMNS)}
+{keep_rows(BASE_COLUMNS)}
 CREATE TRIGGER pgqueue_job_ready_insert
     AFTER INSERT ON {TABLE} REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_insert();
@@ -277,14 +291,14 @@ CREATE INDEX {READY_TABLE}_limited ON {READY_TABLE} (job_id)
 CREATE INDEX {LATER_TABLE}_job ON {LATER_TABLE} (job_id);
 DROP INDEX {READY_TABLE}_job;
 {_DELETE_BY_JOIN}
-{_keep_rows(COLUMNS)}
+{keep_rows(COLUMNS)}
 UPDATE {READY_TABLE} r SET rate_key = j.rate_key, concurrency_limit = j.concurrency_limit
 FROM {TABLE} j
 WHERE j.id = r.job_id AND (j.rate_key IS NOT NULL OR j.concurrency_limit IS NOT NULL);
 """
 
 REMOVE_LIMITS = f"""
-{_keep_rows(BASE_COLUMNS)}
+{keep_rows(BASE_COLUMNS)}
 {_DELETE_BY_INDEX}
 DROP INDEX {LATER_TABLE}_job;
 CREATE INDEX {READY_TABLE}_job ON {READY_TABLE} (job_id);

@@ -1,0 +1,208 @@
+"""Jobs of paused queues wait parked, out of the ready ring (``sql.ready``, ``0008``).
+
+A claim never steps over a paused queue's backlog, and a ring slot is never kept from being
+truncated by it. Behaviour only: where rows are, what claims take, what runs; never timings.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from django_pgqueue import operations, pause_queue, resume_queue
+from django_pgqueue.models import Job
+from django_pgqueue.sql import parked as parked_sql
+from django_pgqueue.sql import ready
+from django_pgqueue.worker.connection import QueueConnection
+from tests.testapp import jobs
+from tests.utils import start_worker, stop, wait_until, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PARKED = ready.PARKED_SLOT
+
+
+def rows_by_queue() -> dict[tuple[str, str], int]:
+    """Ready rows per (queue, where): ``ring``, ``later`` or ``parked``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT queue, CASE slot WHEN %s THEN 'later' WHEN %s THEN 'parked' ELSE 'ring' END, "
+            "count(*) FROM pgqueue_ready GROUP BY 1, 2",
+            [ready.LATER_SLOT, PARKED],
+        )
+        return {(queue, where): count for queue, where, count in cursor.fetchall()}
+
+
+def db() -> operations.DjangoDatabase:
+    return operations.DjangoDatabase("default")
+
+
+def claim(queues=None, limit=50):
+    """The claim a worker makes while some queue has settings (the limited one), without the
+    upkeep (which also sweeps the parked rows)."""
+    return operations.claim_counted(db(), "w", queues, limit, 60.0, reclaim=False, controlled=True)[
+        0
+    ]
+
+
+def test_a_paused_queues_jobs_are_parked_wherever_they_come_from_and_go_back_on_resume():
+    waiting = jobs.noop.using(queue="reports").enqueue_many([()] * 5)
+    soon = timezone.now() + timedelta(seconds=2)
+    scheduled_id = jobs.noop.using(queue="reports", run_after=soon).enqueue().pk
+    [held] = Job.objects.claim("w", queues=["reports"])  # running when the queue is paused
+    jobs.noop.enqueue_many([()] * 3)
+    pause_queue("reports")
+    assert rows_by_queue() == {
+        ("reports", "parked"): 4,
+        ("reports", "later"): 1,
+        ("default", "ring"): 3,
+    }
+
+    # Enqueued while paused; handed back while paused; a scheduled one falling due: their
+    # rows are placed in the ring, and the upkeep parks them.
+    added = jobs.noop.using(queue="reports").enqueue().pk
+    assert operations.release(db(), "w", [held.pk]) == {held.pk}
+    wait_until(lambda: operations.promote(db()) == 1)
+    assert rows_by_queue() == {
+        ("reports", "parked"): 4,
+        ("reports", "ring"): 3,
+        ("default", "ring"): 3,
+    }
+    assert {j.queue for j in claim()} == {"default"}, "claims leave a paused queue's rows alone"
+    assert operations.sweep_parked(db()) == 3
+    assert rows_by_queue() == {("reports", "parked"): 7}
+    assert claim(["reports"]) == []
+
+    resume_queue("reports")
+    assert rows_by_queue() == {("reports", "ring"): 7}
+    taken = sorted(j.pk for j in claim(["reports"]))
+    assert taken == sorted([*waiting, scheduled_id, added])
+
+
+def test_a_slot_holding_a_paused_backlog_is_truncated_all_the_same():
+    """A paused queue's backlog (more rows than recycling moves on) no longer pins its ring
+    slot: the slot is truncated once the inserts move past and its other jobs are claimed,
+    whatever the xmin horizon, and the backlog runs once the queue is resumed."""
+    backlog = jobs.noop.using(queue="reports").enqueue_many([()] * (ready.STRAGGLERS + 100))
+    first_slot = (backlog[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
+    pause_queue("reports")
+    queue_connection = QueueConnection("default", "pgqueue test parked")
+    try:
+        for _ in range(ready.SLOT_SPAN // 1024 + 1):
+            jobs.noop.enqueue_many([()] * 1024)
+            while batch := operations.claim_counted(
+                queue_connection, "w", None, 256, 60.0, controlled=True
+            )[0]:
+                now = datetime.now(UTC)
+                outcomes = [
+                    operations.Outcome(j.pk, "completed", now, now, result_json="null")
+                    for j in batch
+                ]
+                operations.finish(queue_connection, "w", outcomes, delete_completed=False)
+        assert first_slot in operations.recycle(queue_connection)
+    finally:
+        queue_connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [ready.slot_table(first_slot)])
+        assert cursor.fetchone()[0] == 0
+    assert rows_by_queue() == {("reports", "parked"): len(backlog)}
+    resume_queue("reports")
+    assert len(claim(["reports"], limit=1000)) == len(backlog)
+
+
+def park_across_a_resume(other_connection) -> None:
+    """A worker's upkeep parks the queue's rows while a resume commits: the resume cannot see
+    the rows it has not committed, so they are left parked in a running queue."""
+    other_connection.set_autocommit(False)
+    with other_connection.cursor() as cursor:
+        cursor.execute(parked_sql.PARK_QUEUE, ["reports"])
+    resume_queue("reports")
+    other_connection.commit()
+
+
+def test_rows_a_park_racing_a_resume_left_parked_are_put_back_by_the_upkeep(other_connection):
+    """Placement and parking read the queue's row in their own transactions, so a pause or
+    resume committing while one is open leaves rows on the wrong side; the workers' upkeep (the
+    claim that reclaims) moves them over: none is run while paused, none is left parked for
+    good."""
+    # Enqueued before the pause commits: in the ring of a paused queue.
+    other_connection.set_autocommit(False)
+    with other_connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO pgqueue_job (queue, name, args, kwargs) "
+            "VALUES ('reports', 'tests.testapp.jobs.noop', '[]', '{}') RETURNING id"
+        )
+        [early] = cursor.fetchone()
+    pause_queue("reports")
+    other_connection.commit()
+    other_connection.set_autocommit(True)
+    assert rows_by_queue() == {("reports", "ring"): 1}
+    assert claim() == [], "the claim leaves a paused queue's job alone"
+    taken = operations.claim_counted(db(), "w", None, 10, 60.0, reclaim=True, controlled=True)
+    assert taken[0] == []
+    assert rows_by_queue() == {("reports", "parked"): 1}, "the upkeep parked it"
+
+    # Parked while the resume commits: parked in a running queue.
+    late = jobs.noop.using(queue="reports").enqueue().pk
+    park_across_a_resume(other_connection)
+    # The resume put back the row parked before (early); the park moved the other one (late).
+    assert rows_by_queue() == {("reports", "parked"): 1, ("reports", "ring"): 1}
+    assert [j.pk for j in claim()] == [early]
+    assert claim() == [], "claims do not read the parked row..."
+    taken = operations.claim_counted(db(), "w", None, 10, 60.0, reclaim=True)[0]
+    assert [j.pk for j in taken] == [late], "...the upkeep puts it back"
+    assert rows_by_queue() == {}
+
+
+def test_a_worker_parks_a_paused_queues_new_jobs_and_runs_those_a_race_left_parked(
+    tmp_path: Path, other_connection
+):
+    out = tmp_path / "out"
+    pause_queue("reports")
+    proc = start_worker("--threads", "2", env=worker_env())
+    try:
+        held = jobs.record.using(queue="reports").enqueue_many([(str(out), "held")] * 5)
+        wait_until(lambda: rows_by_queue() == {("reports", "parked"): len(held)})
+        jobs.record.enqueue(str(out), "default")
+        wait_until(lambda: Job.objects.filter(queue="default", status="completed").exists())
+        assert Job.objects.filter(queue="reports", status="pending").count() == len(held)
+        # Parked again by an upkeep racing the resume: the worker puts them back and runs them.
+        pause_queue("reports")
+        park_across_a_resume(other_connection)
+        wait_until(lambda: Job.objects.filter(queue="reports", status="completed").count() == 5)
+    finally:
+        text = stop(proc)
+    words = sorted(line.split()[0] for line in out.read_text().splitlines())
+    assert words == ["default"] + ["held"] * len(held), text
+
+
+def test_ready_rows_of_paused_queues_are_parked_through_the_migration_and_back():
+    call_command("migrate", "django_pgqueue", "0007", verbosity=0)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO pgqueue_queue (name, paused, updated_at) VALUES ('reports', true, "
+                "now())"
+            )
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, args, kwargs) SELECT q, "
+                "'tests.testapp.jobs.noop', '[]', '{}' FROM unnest(ARRAY['reports', 'reports', "
+                "'default']) q"
+            )
+    finally:
+        call_command("migrate", "django_pgqueue", verbosity=0)
+    assert rows_by_queue() == {("reports", "parked"): 2, ("default", "ring"): 1}
+    call_command("migrate", "django_pgqueue", "0007", verbosity=0)
+    try:
+        assert rows_by_queue() == {("reports", "ring"): 2, ("default", "ring"): 1}
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", [ready.PARKED_TABLE])
+            assert cursor.fetchone()[0] is None
+    finally:
+        call_command("migrate", "django_pgqueue", verbosity=0)
+    assert rows_by_queue() == {("reports", "parked"): 2, ("default", "ring"): 1}
