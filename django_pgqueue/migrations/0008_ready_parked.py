@@ -1,5 +1,5 @@
 """Rows of paused queues leave the ready ring for a partition of their own
-(``sql.ready.ADD_PARKED``): claims stop stepping over a paused queue's backlog, and the ring's
+(``sql.parked.ADD_PARKED``): claims stop stepping over a paused queue's backlog, and the ring's
 slots can be truncated while it waits. Rows of queues paused at the time move there; going
 back puts every parked row into the ring again."""
 

@@ -40,17 +40,16 @@ def recycle(db: Database) -> list[int]:
 
 
 def sweep_parked(db: Database) -> int:
-    """Park the ring rows of paused queues and put back the parked rows of queues no longer
-    paused: those a pause or resume committing while their job was enqueued left on the wrong
-    side. Returns how many moved."""
-    moved = 0
+    """Park the ring rows of paused queues (those that came in after the pause), and put back
+    the parked rows of queues no longer paused (those a park racing a resume left). Returns how
+    many went back into the ring: claimable now."""
+    back = 0
     with db.cursor() as cursor:
         cursor.execute(parked_sql.MISPLACED)
         for queue, park in cursor.fetchall():
-            with db.atomic():
-                cursor.execute(parked_sql.PARK_QUEUE if park else parked_sql.UNPARK_QUEUE, [queue])
-            moved += int(cursor.rowcount)
-    return moved
+            cursor.execute(parked_sql.PARK_QUEUE if park else parked_sql.UNPARK_QUEUE, [queue])
+            back += 0 if park else int(cursor.rowcount)
+    return back
 
 
 def slot_counts(db: Database) -> dict[int, int]:

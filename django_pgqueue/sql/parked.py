@@ -26,11 +26,12 @@ from django_pgqueue.sql.ready import (
     PARKED_SLOT,
     PARKED_TABLE,
     READY_TABLE,
-    columns_of,
     keep_rows,
 )
 
-_COPIED = ", ".join(COLUMNS)  # the columns of a ready row besides slot and job_id
+# The columns of a ready row besides slot and job_id, of the row being moved (``m``).
+_COPIED = ", ".join(COLUMNS)
+_MOVED = ", ".join(f"m.{c}" for c in COLUMNS)
 
 
 def _move(where: str, slot: str) -> str:
@@ -38,7 +39,7 @@ def _move(where: str, slot: str) -> str:
     return f"""
 WITH m AS (DELETE FROM {READY_TABLE} r WHERE {where} RETURNING r.*)
 INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT {slot}, m.job_id, {columns_of("m")} FROM m
+SELECT {slot}, m.job_id, {_MOVED} FROM m
 """
 
 

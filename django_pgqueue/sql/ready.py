@@ -58,10 +58,6 @@ def slot_table(slot: int) -> str:
     return PARKED_TABLE if slot == PARKED_SLOT else f"{READY_TABLE}_{slot}"
 
 
-def columns_of(row: str) -> str:
-    return ", ".join(f"{row}.{c}" for c in COLUMNS)
-
-
 #: Due rows of the later partition move into the ring (any queue: whoever promotes, serves all).
 PROMOTE = f"""
 WITH due AS (
