@@ -6,11 +6,10 @@ truncated by it. Behaviour only: where rows are, what claims take, what runs; ne
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -20,7 +19,14 @@ from django_pgqueue.sql import parked as parked_sql
 from django_pgqueue.sql import ready
 from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
-from tests.utils import start_worker, stop, wait_until, worker_env
+from tests.utils import (
+    claim_and_finish_all,
+    migrated_back_to,
+    start_worker,
+    stop,
+    wait_until,
+    worker_env,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,15 +101,7 @@ def test_a_slot_holding_a_paused_backlog_is_truncated_all_the_same():
     try:
         for _ in range(ready.SLOT_SPAN // 1024 + 1):
             jobs.noop.enqueue_many([()] * 1024)
-            while batch := operations.claim_counted(
-                queue_connection, "w", None, 256, 60.0, controlled=True
-            )[0]:
-                now = datetime.now(UTC)
-                outcomes = [
-                    operations.Outcome(j.pk, "completed", now, now, result_json="null")
-                    for j in batch
-                ]
-                operations.finish(queue_connection, "w", outcomes, delete_completed=False)
+            claim_and_finish_all(queue_connection, controlled=True)
         assert first_slot in operations.recycle(queue_connection)
     finally:
         queue_connection.close()
@@ -182,27 +180,18 @@ def test_a_worker_parks_a_paused_queues_new_jobs_and_runs_those_a_race_left_park
 
 
 def test_ready_rows_of_paused_queues_are_parked_through_the_migration_and_back():
-    call_command("migrate", "django_pgqueue", "0007", verbosity=0)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO pgqueue_queue (name, paused, updated_at) VALUES ('reports', true, "
-                "now())"
-            )
-            cursor.execute(
-                "INSERT INTO pgqueue_job (queue, name, args, kwargs) SELECT q, "
-                "'tests.testapp.jobs.noop', '[]', '{}' FROM unnest(ARRAY['reports', 'reports', "
-                "'default']) q"
-            )
-    finally:
-        call_command("migrate", "django_pgqueue", verbosity=0)
+    with migrated_back_to("0007") as cursor:
+        cursor.execute(
+            "INSERT INTO pgqueue_queue (name, paused, updated_at) VALUES ('reports', true, now())"
+        )
+        cursor.execute(
+            "INSERT INTO pgqueue_job (queue, name, args, kwargs) SELECT q, "
+            "'tests.testapp.jobs.noop', '[]', '{}' FROM unnest(ARRAY['reports', 'reports', "
+            "'default']) q"
+        )
     assert rows_by_queue() == {("reports", "parked"): 2, ("default", "ring"): 1}
-    call_command("migrate", "django_pgqueue", "0007", verbosity=0)
-    try:
+    with migrated_back_to("0007") as cursor:
         assert rows_by_queue() == {("reports", "ring"): 2, ("default", "ring"): 1}
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s)", [ready.PARKED_TABLE])
-            assert cursor.fetchone()[0] is None
-    finally:
-        call_command("migrate", "django_pgqueue", verbosity=0)
+        cursor.execute("SELECT to_regclass(%s)", [ready.PARKED_TABLE])
+        assert cursor.fetchone()[0] is None
     assert rows_by_queue() == {("reports", "parked"): 2, ("default", "ring"): 1}

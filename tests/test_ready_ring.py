@@ -6,10 +6,9 @@ Behaviour only: row counts, relation sizes and catalog state, never timings.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -19,7 +18,7 @@ from django_pgqueue.queues import pause_queue
 from django_pgqueue.sql import ready
 from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
-from tests.utils import run_worker
+from tests.utils import claim_and_finish_all, migrated_back_to, run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,17 +111,7 @@ def test_a_pinned_horizon_leaves_the_claim_path_bounded(
         claim_index_before = relation_pages("pgqueue_job_claim_queue")
         for _ in range(total // 1024):
             jobs.noop.enqueue_many([()] * 1024)
-            while batch := operations.claim_counted(
-                queue_connection, "w", None, 256, 60.0, controlled=controlled
-            )[0]:
-                now = datetime.now(UTC)
-                outcomes = [
-                    operations.Outcome(j.pk, "completed", now, now, result_json="null")
-                    for j in batch
-                ]
-                assert len(
-                    operations.finish(queue_connection, "w", outcomes, delete_completed=False)
-                ) == len(batch)
+            claim_and_finish_all(queue_connection, controlled=controlled)
             operations.recycle(queue_connection)
         assert Job.objects.filter(status="completed").count() == total
 
@@ -188,24 +177,20 @@ def test_the_worker_stale_scan_starts_where_the_last_one_ended(queue_connection)
 
 def test_a_table_made_by_0_1_keeps_every_job_through_the_migration():
     """Rows written with the 0.1 schema (no ring) survive the migration and run."""
-    call_command("migrate", "django_pgqueue", "0001", verbosity=0)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('pgqueue_ready')")
-            assert cursor.fetchone()[0] is None
-            cursor.execute(
-                "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after) VALUES "
-                "('default', 'tests.testapp.jobs.add', '[1, 2]', '{}', now()), "
-                "('default', 'tests.testapp.jobs.add', '[3, 4]', '{}', now() - interval '1 day'),"
-                "('default', 'tests.testapp.jobs.add', '[5, 6]', '{}', now() + interval '1 hour')"
-            )
-            cursor.execute(
-                "INSERT INTO pgqueue_job (queue, name, status, attempts, locked_at, locked_by, "
-                "started_at) VALUES ('default', 'tests.testapp.jobs.noop', 'running', 1, "
-                "now() - interval '1 day', 'gone-worker', now() - interval '1 day')"
-            )
-    finally:
-        call_command("migrate", "django_pgqueue", verbosity=0)
+    with migrated_back_to("0001") as cursor:
+        cursor.execute("SELECT to_regclass('pgqueue_ready')")
+        assert cursor.fetchone()[0] is None
+        cursor.execute(
+            "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after) VALUES "
+            "('default', 'tests.testapp.jobs.add', '[1, 2]', '{}', now()), "
+            "('default', 'tests.testapp.jobs.add', '[3, 4]', '{}', now() - interval '1 day'),"
+            "('default', 'tests.testapp.jobs.add', '[5, 6]', '{}', now() + interval '1 hour')"
+        )
+        cursor.execute(
+            "INSERT INTO pgqueue_job (queue, name, status, attempts, locked_at, locked_by, "
+            "started_at) VALUES ('default', 'tests.testapp.jobs.noop', 'running', 1, "
+            "now() - interval '1 day', 'gone-worker', now() - interval '1 day')"
+        )
     assert Job.objects.count() == 4
     assert sum(slot_counts().values()) == 3, "every pending job has its ready row"
     assert slot_counts()[ready.LATER_SLOT] == 1, "the scheduled one waits in later"
@@ -224,20 +209,16 @@ def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
     concurrency limit) get them, so the limited claim, now reading the ring, keeps their
     limits: a concurrency limit of 2 runs two of three at once, a rate-limited job waits for
     the limited claim instead of being taken by the plain one."""
-    call_command("migrate", "django_pgqueue", "0006", verbosity=0)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, "
-                "concurrency_key, concurrency_limit) SELECT 'default', "
-                "'tests.testapp.jobs.noop', '[]', '{}', now(), 'k', 2 FROM generate_series(1, 3)"
-            )
-            cursor.execute(
-                "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, rate_key) "
-                "VALUES ('default', 'tests.testapp.jobs.add', '[1, 2]', '{}', now(), 'r')"
-            )
-    finally:
-        call_command("migrate", "django_pgqueue", verbosity=0)
+    with migrated_back_to("0006") as cursor:
+        cursor.execute(
+            "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, "
+            "concurrency_key, concurrency_limit) SELECT 'default', "
+            "'tests.testapp.jobs.noop', '[]', '{}', now(), 'k', 2 FROM generate_series(1, 3)"
+        )
+        cursor.execute(
+            "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, rate_key) "
+            "VALUES ('default', 'tests.testapp.jobs.add', '[1, 2]', '{}', now(), 'r')"
+        )
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FILTER (WHERE concurrency_limit = 2), "
@@ -333,17 +314,7 @@ def test_a_slot_holding_jobs_no_worker_serves_is_truncated_all_the_same(queue_co
     # Move the inserts on past that slot: a slot's worth of jobs, claimed and finished.
     for _ in range(ready.SLOT_SPAN // 1024 + 1):
         jobs.noop.enqueue_many([()] * 1024)
-        while batch := plain_claim(queue_connection, 256, ["default"]):
-            now = datetime.now(UTC)
-            operations.finish(
-                queue_connection,
-                "w",
-                [
-                    operations.Outcome(j.pk, "completed", now, now, result_json="null")
-                    for j in batch
-                ],
-                delete_completed=False,
-            )
+        claim_and_finish_all(queue_connection, queues=["default"])
     assert first_slot in operations.recycle(queue_connection)
     assert relation_pages(ready.slot_table(first_slot), total=False) == 0
     # The three jobs kept their ready rows, elsewhere, and still run.

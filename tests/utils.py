@@ -1,4 +1,5 @@
-"""Helpers to run real worker subprocesses against the test database."""
+"""Helpers to run real worker subprocesses against the test database, and to move the ready
+ring along without one."""
 
 from __future__ import annotations
 
@@ -159,3 +160,35 @@ def run_threads(count: int, target: Callable[[int], object]) -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def claim_and_finish_all(
+    db: Any, *, queues: list[str] | None = None, controlled: bool = False
+) -> None:
+    """Claim every runnable job (of ``queues``) on ``db`` as worker ``w``, 256 at a time, and
+    record each completed, as a worker would, so the ready ring moves on."""
+    from datetime import UTC, datetime
+
+    from django_pgqueue import operations
+
+    while batch := operations.claim_counted(db, "w", queues, 256, 60.0, controlled=controlled)[0]:
+        now = datetime.now(UTC)
+        outcomes = [
+            operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch
+        ]
+        written = operations.finish(db, "w", outcomes, delete_completed=False)
+        assert len(written) == len(batch)
+
+
+@contextlib.contextmanager
+def migrated_back_to(migration: str) -> Any:
+    """The queue's tables as migration ``migration`` left them, for the block (a cursor on
+    the test database); migrated forward again afterwards, whatever happens."""
+    from django.core.management import call_command
+
+    call_command("migrate", "django_pgqueue", migration, verbosity=0)
+    try:
+        with connection.cursor() as cursor:
+            yield cursor
+    finally:
+        call_command("migrate", "django_pgqueue", verbosity=0)
