@@ -90,6 +90,17 @@ def test_a_paused_queues_jobs_are_parked_wherever_they_come_from_and_go_back_on_
     assert taken == sorted([*waiting, scheduled_id, added])
 
 
+def test_the_upkeep_parks_a_backlog_enqueued_while_paused_a_batch_at_a_time():
+    """Like the promotion, so one worker's loop never waits for a whole backlog."""
+    pause_queue("reports")
+    jobs.noop.using(queue="reports").enqueue_many([()] * 5)
+    assert operations.sweep_parked(db(), batch=2) == 0, "nothing goes back to the ring"
+    assert rows_by_queue() == {("reports", "ring"): 3, ("reports", "parked"): 2}
+    operations.sweep_parked(db(), batch=2)
+    operations.sweep_parked(db(), batch=2)
+    assert rows_by_queue() == {("reports", "parked"): 5}
+
+
 def test_a_slot_holding_a_paused_backlog_is_truncated_all_the_same():
     """A paused queue's backlog (more rows than recycling moves on) no longer pins its ring
     slot: the slot is truncated once the inserts move past and its other jobs are claimed,

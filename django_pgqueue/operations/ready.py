@@ -39,16 +39,20 @@ def recycle(db: Database) -> list[int]:
     return truncated
 
 
-def sweep_parked(db: Database) -> int:
-    """Park the ring rows of paused queues (those that came in after the pause), and put back
-    the parked rows of queues no longer paused (those a park racing a resume left). Returns how
-    many went back into the ring: claimable now."""
+def sweep_parked(db: Database, batch: int = PROMOTE_BATCH) -> int:
+    """Park the ring rows of paused queues (those that came in after the pause; at most
+    ``batch`` per queue, the rest at the next call), and put back the parked rows of queues no
+    longer paused (those a park racing a resume left). Returns how many went back into the
+    ring: claimable now."""
     back = 0
     with db.cursor() as cursor:
         cursor.execute(parked_sql.MISPLACED)
         for queue, park in cursor.fetchall():
-            cursor.execute(parked_sql.PARK_QUEUE if park else parked_sql.UNPARK_QUEUE, [queue])
-            back += 0 if park else int(cursor.rowcount)
+            if park:
+                cursor.execute(parked_sql.PARK_BATCH, [queue, batch])
+            else:
+                cursor.execute(parked_sql.UNPARK_QUEUE, [queue])
+                back += int(cursor.rowcount)
     return back
 
 

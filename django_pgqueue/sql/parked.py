@@ -26,6 +26,8 @@ from django_pgqueue.sql.ready import (
     PARKED_SLOT,
     PARKED_TABLE,
     READY_TABLE,
+    RING_SLOTS,
+    delete_taken,
     keep_rows,
 )
 
@@ -50,6 +52,21 @@ PARK_QUEUE = _move("r.slot >= 0 AND r.queue = %s", str(PARKED_SLOT))
 #: A queue is resumed: its rows go back where their ids and ``run_after`` say.
 UNPARK_QUEUE = _move(f"r.slot = {PARKED_SLOT} AND r.queue = %s", _UNPARKED)
 
+#: The upkeep parks a paused queue's ring rows a batch at a time (the second parameter), like
+#: the promotion: a backlog enqueued into a paused queue all at once never holds a worker's
+#: loop for long. By ``ctid``, one slot at a time (the ring has no index on ``job_id``).
+PARK_BATCH = f"""
+WITH gone AS MATERIALIZED (
+    SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
+    WHERE r.slot >= 0 AND r.queue = %s
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED
+){delete_taken("gone", returning=True)}
+INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+SELECT {PARKED_SLOT}, m.job_id, {_MOVED}
+FROM ({" UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS))}) m
+"""
+
 #: Ring rows of paused queues are parked (the migration).
 _PARK_PAUSED = _move(
     f"r.slot >= 0 AND r.queue IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
@@ -59,7 +76,7 @@ _PARK_PAUSED = _move(
 #: The workers' upkeep: paused queues with rows in the ring (``true``: to park) and queues not
 #: paused with parked rows (``false``: to put back, those of an enqueue racing a resume).
 #: Index probes only, per queue with settings and per parked queue (found by a skip scan), so
-#: a paused backlog is never read whole; :data:`PARK_QUEUE` or :data:`UNPARK_QUEUE` moves them.
+#: a paused backlog is never read whole; :data:`PARK_BATCH` or :data:`UNPARK_QUEUE` moves them.
 MISPLACED = f"""
 WITH RECURSIVE parked_queues AS (
     (SELECT queue FROM {PARKED_TABLE} ORDER BY queue LIMIT 1)

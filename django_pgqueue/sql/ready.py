@@ -76,19 +76,21 @@ FROM due
 """
 
 
-def delete_taken(gone: str) -> str:
+def delete_taken(gone: str, *, returning: bool = False) -> str:
     """CTEs, to follow another, deleting the ring rows listed by the CTE ``gone`` (``slot``,
-    ``row_id``: the row's ``ctid``, stable while the claim holds its lock).
+    ``row_id``: the row's ``ctid``, stable while the claim holds its lock): ``taken_0`` ..
+    ``taken_7``, each returning its deleted rows with ``returning``.
 
     One ``DELETE`` per slot, each fetching its own rows by ``ctid``: no index to read, and the
     ring keeps no index on ``job_id`` for it to write at every enqueue. (A ``DELETE`` on the
     partitioned table with ``slot = ANY(...)`` would visit every slot: run-time pruning does
     not take an array parameter.)
     """
+    returned = " RETURNING *" if returning else ""
     return "".join(
         f""", taken_{slot} AS (
     DELETE FROM {READY_TABLE}_{slot}
-    WHERE ctid = ANY(ARRAY(SELECT row_id FROM {gone} WHERE slot = {slot}))
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM {gone} WHERE slot = {slot})){returned}
 )"""
         for slot in range(RING_SLOTS)
     )
