@@ -6,6 +6,7 @@ truncated by it. Behaviour only: where rows are, what claims take, what runs; ne
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tests.testapp import jobs
 from tests.utils import (
     claim_and_finish_all,
     migrated_back_to,
+    run_threads,
     start_worker,
     stop,
     wait_until,
@@ -206,3 +208,46 @@ def test_ready_rows_of_paused_queues_are_parked_through_the_migration_and_back()
         cursor.execute("SELECT to_regclass(%s)", [ready.PARKED_TABLE])
         assert cursor.fetchone()[0] is None
     assert rows_by_queue() == {("reports", "parked"): 2, ("default", "ring"): 1}
+
+
+def test_pausing_and_resuming_under_load_runs_every_job_once(tmp_path: Path):
+    """Two worker processes, two producers enqueueing into both queues, and one queue paused
+    and resumed over and over while they run: rows cross the parked partition in every
+    direction (pause, resume, the upkeeps' parks and put-backs racing both); every job runs
+    exactly once in the end, and no ready row is left behind."""
+    out = tmp_path / "out"
+    proc = start_worker("--processes", "2", "--threads", "2", env=worker_env())
+    try:
+        produced: list[str] = []  # the producers that are done
+
+        def produce(index: int) -> None:
+            queue = ["steady", "toggled"][index]
+            for batch in range(20):
+                jobs.record.using(queue=queue).enqueue_many(
+                    [(str(out), f"{queue}-{batch}-{i}") for i in range(10)]
+                )
+                time.sleep(0.02)
+            produced.append(queue)
+
+        def toggle(_: int) -> None:
+            # Paused and resumed until both producers are done (and for a while after each
+            # upkeep has had a turn), then left paused.
+            toggles = 0
+            while len(produced) < 2 or toggles < 20:
+                pause_queue("toggled")
+                time.sleep(0.05)
+                resume_queue("toggled")
+                time.sleep(0.05)
+                toggles += 1
+            pause_queue("toggled")
+
+        run_threads(3, lambda i: produce(i) if i < 2 else toggle(i))
+        wait_until(lambda: Job.objects.filter(queue="steady", status="completed").count() == 200)
+        resume_queue("toggled")
+        wait_until(lambda: Job.objects.filter(queue="toggled", status="completed").count() == 200)
+    finally:
+        text = stop(proc)
+    runs = [line.split()[0] for line in out.read_text().splitlines()]
+    assert len(runs) == 400 and len(set(runs)) == 400, text
+    assert not Job.objects.exclude(status="completed").exists()
+    assert rows_by_queue() == {}
