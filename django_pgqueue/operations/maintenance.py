@@ -57,7 +57,7 @@ def report_worker(
             },
         )
         row = cursor.fetchone()
-    return None if row is None or row[0] is None else (str(row[0]), int(row[1]))
+    return None if row is None else (str(row[0]), int(row[1]))
 
 
 def stop_worker(db: Database, worker_id: str, jobs_done: int) -> None:

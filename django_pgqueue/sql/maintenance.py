@@ -25,9 +25,10 @@ DELETE FROM {TABLE} WHERE id IN (
 PRUNE = _prune(PRUNED_AFTER_RETENTION)
 PRUNE_DEAD = _prune((JobStatus.DEAD.value,))
 
-#: The worker's row, inserted or refreshed; returns the host and pid the row named before
-#: (none for a new row). A process that takes over the row of another (a restart under the
-#: same ``--worker-id``) starts it afresh.
+#: The worker's row, inserted or refreshed; returns the host and pid the row named before (no
+#: row for a new one: the upsert runs all the same, as every data-modifying CTE does). A
+#: process that takes over the row of another (a restart under the same ``--worker-id``)
+#: starts it afresh.
 UPSERT_WORKER = f"""
 WITH before AS (SELECT hostname, pid FROM {WORKER_TABLE} WHERE worker_id = %(id)s),
 upserted AS (
@@ -42,9 +43,8 @@ upserted AS (
         threads = EXCLUDED.threads,
         started_at = CASE WHEN (w.hostname, w.pid) = (EXCLUDED.hostname, EXCLUDED.pid)
                      THEN w.started_at ELSE now() END
-    RETURNING 1
 )
-SELECT b.hostname, b.pid FROM (SELECT count(*) FROM upserted) u LEFT JOIN before b ON true
+SELECT hostname, pid FROM before
 """
 
 STOP_WORKER = f"""
