@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 
 
 @pytest.fixture
@@ -11,6 +11,19 @@ def other_connection(transactional_db):
     conn.ensure_connection()
     yield conn
     conn.close()
+
+
+@pytest.fixture
+def probe_table(transactional_db):
+    """A table the ``probe`` jobs record their runs in (``tests.utils.runs``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE control_probe (job_id bigint PRIMARY KEY, key text, started float8, "
+            "ended float8)"
+        )
+    yield "control_probe"
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS control_probe")
 
 
 @pytest.fixture(scope="session")

@@ -12,39 +12,9 @@ from django_pgqueue import JobSpec, limit_queue
 from django_pgqueue.models import Job, Queue, RateWindow
 from django_pgqueue.models import Worker as WorkerRow
 from tests.testapp import jobs
-from tests.utils import start_worker, stop, wait_until, worker_env
+from tests.utils import most_overlapping, runs, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PROBE = "control_probe"
-
-
-@pytest.fixture
-def probe_table():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TABLE {PROBE} (job_id bigint PRIMARY KEY, key text, started float8, "
-            "ended float8)"
-        )
-    yield PROBE
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {PROBE}")
-
-
-def runs(table: str) -> list[tuple[str, float, float]]:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT key, started, ended FROM {table} WHERE ended IS NOT NULL")
-        return cursor.fetchall()
-
-
-def most_overlapping(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals running at one instant (an end before a start at the same time)."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    now = peak = 0
-    for _, step in events:
-        now += step
-        peak = max(peak, now)
-    return peak
 
 
 def busiest_window(starts: list[float], seconds: float = 1.0) -> int:
@@ -105,7 +75,7 @@ def test_a_rate_window_left_by_finished_jobs_does_not_keep_workers_on_the_limite
 
 def test_concurrency_limit_gives_each_running_job_its_own_place():
     keyed = jobs.three_at_a_time.using(concurrency_key="tenant-1")
-    created = [keyed.enqueue(PROBE, "t", 0).pk for _ in range(5)]
+    created = [keyed.enqueue("control_probe", "t", 0).pk for _ in range(5)]
     claimed = Job.objects.claim("w1", limit=10)
     assert [j.pk for j in claimed] == created[:3]
     places = sorted(Job.objects.filter(status="running").values_list("concurrency_slot", flat=True))

@@ -192,3 +192,20 @@ def migrated_back_to(migration: str) -> Any:
             yield cursor
     finally:
         call_command("migrate", "django_pgqueue", verbosity=0)
+
+
+def runs(table: str) -> list[tuple[str, float, float]]:
+    """The finished runs the ``probe`` jobs recorded in ``table``: (key, started, ended)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT key, started, ended FROM {table} WHERE ended IS NOT NULL")
+        return cursor.fetchall()
+
+
+def most_overlapping(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals running at one instant (an end before a start at the same time)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
