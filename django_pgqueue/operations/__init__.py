@@ -16,8 +16,9 @@ module             owns
                    :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
-                   :func:`sweep_parked` (rows of paused queues), :class:`StaleScan` (where a
-                   worker's stale-job scan starts)
+                   :func:`sweep_parked` (rows of paused queues), :func:`sweep_held` (a
+                   concurrency key's backlog), :class:`StaleScan` (where a worker's stale-job
+                   scan starts)
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
@@ -84,6 +85,7 @@ from django_pgqueue.operations.ready import (
     promote,
     recycle,
     slot_counts,
+    sweep_held,
     sweep_parked,
 )
 from django_pgqueue.operations.schedules import (
@@ -147,5 +149,6 @@ __all__ = [
     "set_paused",
     "slot_counts",
     "stop_worker",
+    "sweep_held",
     "sweep_parked",
 ]

@@ -62,11 +62,12 @@ def claim_counted(
     attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
     (the second value): a claim that took ``limit`` rows was not short of work. ``reclaim``
     also moves due scheduled jobs into the ready ring first, and settles the parked rows (those
-    of paused queues: :func:`~django_pgqueue.operations.ready.sweep_parked`). ``fresh`` (after
-    a claim of its own): at most that many runnable jobs besides the stale ones, and none
-    unless the promotion moved some (default: what the stale ones left of ``limit``). With
-    ``stale_scan`` (the worker's), the stale-job scan starts where the previous one ended
-    instead of at the oldest lock.
+    of paused queues: :func:`~django_pgqueue.operations.ready.sweep_parked`) and the held ones
+    (a concurrency key's backlog: :func:`~django_pgqueue.operations.ready.sweep_held`).
+    ``fresh`` (after a claim of its own): at most that many runnable jobs besides the stale
+    ones, and none unless the promotion moved some (default: what the stale ones left of
+    ``limit``). With ``stale_scan`` (the worker's), the stale-job scan starts where the
+    previous one ended instead of at the oldest lock.
     With ``controlled`` (some queue has settings, or limits are in use), the limited claim
     (``sql.limits``) leaves out paused queues and keeps every concurrency and rate limit; the
     plain one leaves rate-limited jobs alone and runs one job per concurrency key.
@@ -84,8 +85,9 @@ def claim_counted(
     rows: list[Any] = []
     promoted = 0
     if reclaim:
-        # Due scheduled jobs, and jobs a resume left parked, join the ring.
-        promoted = ready.promote(db) + ready.sweep_parked(db)
+        # Due scheduled jobs, jobs a resume left parked, and held jobs of keys with room join
+        # the ring.
+        promoted = ready.promote(db) + ready.sweep_parked(db) + ready.sweep_held(db)
         if stale_scan is not None:
             params["since"] = stale_scan.start(db, visibility_timeout)
         with db.atomic(), db.cursor() as cursor:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from django_pgqueue.operations.db import Database
 from django_pgqueue.sql import claim as claim_sql
+from django_pgqueue.sql import held as held_sql
 from django_pgqueue.sql import parked as parked_sql
 from django_pgqueue.sql import ready as sql
 
@@ -56,8 +57,18 @@ def sweep_parked(db: Database, batch: int = PROMOTE_BATCH) -> int:
     return back
 
 
+def sweep_held(db: Database, batch: int = PROMOTE_BATCH) -> int:
+    """Hold the ring rows of concurrency keys beyond the few the ring keeps of each (at most
+    ``batch``, the rest at the next call), and put back held rows of keys with fewer left in
+    the ring. Returns how many went back into the ring: claimable now."""
+    with db.cursor() as cursor:
+        cursor.execute(held_sql.HOLD_BATCH, {"batch": batch})
+        cursor.execute(held_sql.REFILL)
+        return int(cursor.rowcount)
+
+
 def slot_counts(db: Database) -> dict[int, int]:
-    """Rows per slot (-1: the later partition, -2: the parked one)."""
+    """Rows per slot (-1: the later partition, -2: the parked one, -3: the held one)."""
     with db.cursor() as cursor:
         cursor.execute(sql.SLOT_COUNTS)
         return {int(slot): int(count) for slot, count in cursor.fetchall()}

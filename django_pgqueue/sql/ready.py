@@ -14,6 +14,8 @@ small row in ``pgqueue_ready``, a table partitioned by ``slot``:
   read it; due rows are promoted into the ring in batches, about once a second per worker.
 * ``pgqueue_ready_parked`` (slot -2): jobs of paused queues, which no claim reads either
   (``sql.parked``).
+* ``pgqueue_ready_held`` (slot -3): the backlog of a concurrency key beyond the few rows the
+  ring keeps of it, put back as the key's jobs finish (``sql.held``).
 
 A ready row copies what the claims choose by: queue, priority, run_after, concurrency key,
 and (since ``0007_ready_limits``) rate key and concurrency limit, so the limited claim
@@ -40,6 +42,8 @@ SLOT_SPAN = 4096
 LATER_SLOT = -1
 PARKED_TABLE = f"{READY_TABLE}_parked"
 PARKED_SLOT = -2
+HELD_TABLE = f"{READY_TABLE}_held"
+HELD_SLOT = -3
 #: Rows left in a drained slot that recycling moves on (more: the slot is still draining).
 STRAGGLERS = 256
 
@@ -53,9 +57,13 @@ _COPIED = ", ".join(COLUMNS)
 
 
 def slot_table(slot: int) -> str:
-    if slot == LATER_SLOT:
-        return LATER_TABLE
-    return PARKED_TABLE if slot == PARKED_SLOT else f"{READY_TABLE}_{slot}"
+    named = {LATER_SLOT: LATER_TABLE, PARKED_SLOT: PARKED_TABLE, HELD_SLOT: HELD_TABLE}
+    return named.get(slot, f"{READY_TABLE}_{slot}")
+
+
+#: The ring slot inserts go to now (that of the newest job id).
+INSERT_SLOT = f"""((coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
+    / {SLOT_SPAN}) % {RING_SLOTS})"""
 
 
 #: Due rows of the later partition move into the ring (any queue: whoever promotes, serves all).
@@ -99,8 +107,7 @@ def delete_taken(gone: str, *, returning: bool = False) -> str:
 #: Ring slots worth recycling: not the one inserts go to now, and not already empty on disk.
 RECYCLABLE = f"""
 SELECT s FROM generate_series(0, {RING_SLOTS - 1}) AS s
-WHERE s <> (coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
-            / {SLOT_SPAN}) % {RING_SLOTS}
+WHERE s <> {INSERT_SLOT}
   AND pg_relation_size(('{READY_TABLE}_' || s)::regclass) > 0
 ORDER BY s
 """
@@ -108,7 +115,7 @@ ORDER BY s
 #: Recycle one slot: TRUNCATE it if it holds no row of a pending job (see the migration).
 RECYCLE = "SELECT pgqueue_ready_recycle(%s)"
 
-#: Rows per ring slot, in the later and in the parked partition (tests and the benchmark look).
+#: Rows per ring slot, in the later, parked and held partitions (tests and the benchmark look).
 SLOT_COUNTS = f"SELECT slot, count(*) FROM {READY_TABLE} GROUP BY slot ORDER BY slot"
 
 #: The ring's DDL, for the migration: tables, indexes and the functions the triggers call.
@@ -118,14 +125,16 @@ _PARTITIONS = "\n".join(
 )
 
 
-def keep_rows(columns: tuple[str, ...], *, parked: bool = False) -> str:
+def keep_rows(columns: tuple[str, ...], *, parked: bool = False, held: bool = False) -> str:
     """The trigger functions, the update trigger and the recycling function, for ready rows
     that copy ``columns``: ``CREATE OR REPLACE``, so a migration can change the copied set.
-    With ``parked`` (``0008``), a pending job's parked row is replaced like its later one."""
+    With ``parked`` (``0008``) and ``held`` (``0009``), a pending job's parked or held row is
+    replaced like its later one."""
     copied = ", ".join(columns)
     # The partitions a pending job's earlier row is found in by job id (ring rows are left to
     # the claim).
-    by_job = f"slot IN ({LATER_SLOT}, {PARKED_SLOT})" if parked else f"slot = {LATER_SLOT}"
+    slots = [LATER_SLOT] + [PARKED_SLOT] * parked + [HELD_SLOT] * held
+    by_job = f"slot IN ({', '.join(map(str, slots))})" if len(slots) > 1 else f"slot = {LATER_SLOT}"
     new_values = ", ".join(f"NEW.{c}" for c in columns)
     changed = "\n        OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in columns)
     pending = _PENDING.replace("'", "''")
