@@ -1,0 +1,240 @@
+"""A concurrency key's backlog waits held, out of the ready ring (``sql.held``, ``0009``).
+
+A claim never steps over more than a few rows of a busy key, and the key's jobs still run one
+after the other, in order, each exactly once. Behaviour only: where rows are, what claims
+take, what runs; never timings.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from django_pgqueue import operations
+from django_pgqueue.models import Job
+from django_pgqueue.sql import held as held_sql
+from django_pgqueue.sql import ready
+from tests.testapp import jobs
+from tests.utils import (
+    migrated_back_to,
+    most_overlapping,
+    run_threads,
+    runs,
+    start_worker,
+    stop,
+    wait_until,
+    worker_env,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: The ring rows a key of concurrency limit 1 keeps once it is held.
+KEPT = held_sql.KEPT_PER_KEY + 2
+
+
+def rows_by_key() -> dict[tuple[str | None, str], int]:
+    """Ready rows per (concurrency key, where): ``ring``, ``later``, ``parked`` or ``held``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT concurrency_key, CASE slot WHEN %s THEN 'later' WHEN %s THEN 'parked' "
+            "WHEN %s THEN 'held' ELSE 'ring' END, count(*) FROM pgqueue_ready GROUP BY 1, 2",
+            [ready.LATER_SLOT, ready.PARKED_SLOT, ready.HELD_SLOT],
+        )
+        return {(key, where): count for key, where, count in cursor.fetchall()}
+
+
+def rows_ever_held() -> int:
+    """Rows inserted into the held partition so far (the server's statistics: a worker's
+    backend reports them by the time it has exited)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = %s", [ready.HELD_TABLE]
+        )
+        return int(cursor.fetchone()[0])
+
+
+def db() -> operations.DjangoDatabase:
+    return operations.DjangoDatabase("default")
+
+
+def claim(limit: int = 256) -> list[Job]:
+    """The plain claim, without the upkeep (which also holds and puts back rows)."""
+    return operations.claim_counted(db(), "w", None, limit, 60.0, reclaim=False)[0]
+
+
+def finish(batch: list[Job], *, delete: bool = False) -> None:
+    now = datetime.now(UTC)
+    outcomes = [operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch]
+    assert len(operations.finish(db(), "w", outcomes, delete_completed=delete)) == len(batch)
+
+
+def keyed(key: str = "k", priority: int = 0):
+    return jobs.noop.using(concurrency_key=key, priority=priority)
+
+
+def enqueue_backlog(key: str = "k") -> list[int]:
+    """100 jobs of ``key`` at three priorities; returns their ids in the order they should
+    run (priority, then enqueue order)."""
+    batches = [(0, 25), (5, 25), (0, 25), (10, 25)]
+    ids = [(p, pk) for p, n in batches for pk in keyed(key, p).enqueue_many([()] * n)]
+    return [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
+
+
+def test_a_busy_keys_backlog_waits_held_and_runs_in_order_exactly_once():
+    keyed().enqueue()
+    [running] = claim()
+    expected = enqueue_backlog()
+    free = jobs.noop.enqueue_many([()] * 5)
+    operations.sweep_held(db())
+    assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): 100 - KEPT, (None, "ring"): 5}
+
+    # The key is busy: claims take the other jobs and step over only the key's kept rows.
+    assert sorted(j.pk for j in claim()) == sorted(free)
+    finish([running])  # the key's next held row takes the finished job's place in the ring
+    assert rows_by_key() == {("k", "ring"): KEPT + 1, ("k", "held"): 100 - KEPT - 1}
+
+    ran: list[int] = []
+    while batch := claim():
+        assert len(batch) == 1  # one at a time: the key's limit
+        ran += [j.pk for j in batch]
+        finish(batch)
+    assert ran == expected
+    assert rows_by_key() == {}
+
+
+def test_the_upkeep_holds_a_batch_at_a_time_and_leaves_a_key_near_its_kept_rows_alone():
+    keyed("few").enqueue_many([()] * 2 * KEPT)
+    keyed("many").enqueue_many([()] * (2 * KEPT + 1 + 30))
+    assert operations.sweep_held(db(), batch=20) == 0, "nothing goes back to the ring"
+    assert rows_by_key() == {
+        ("few", "ring"): 2 * KEPT,
+        ("many", "ring"): 2 * KEPT + 1 + 10,
+        ("many", "held"): 20,
+    }
+    operations.sweep_held(db(), batch=20)
+    settled = {("few", "ring"): 2 * KEPT, ("many", "ring"): KEPT + 1, ("many", "held"): 40}
+    assert rows_by_key() == settled
+    operations.sweep_held(db(), batch=20)  # not more than twice the kept rows: left alone
+    assert rows_by_key() == settled
+
+
+def test_the_upkeep_puts_back_rows_of_a_key_whose_ring_rows_went_away():
+    """Ready rows of jobs cancelled in the meantime are deleted by the claim, not run: with
+    nothing of the key running, no finish puts its next held row back, the upkeep does."""
+    expected = enqueue_backlog()
+    operations.sweep_held(db())
+    Job.objects.filter(pk__in=expected[:KEPT]).cancel()
+    assert claim() == []  # deletes the cancelled jobs' rows; the key has nothing in the ring
+    assert rows_by_key() == {("k", "held"): 100 - KEPT}
+    assert operations.sweep_held(db()) == KEPT
+    assert [j.pk for j in claim()] == [expected[KEPT]]
+
+
+def test_a_held_job_changed_deleted_or_finished_leaves_no_stray_row():
+    keyed().enqueue()
+    [running] = claim()
+    expected = enqueue_backlog()
+    operations.sweep_held(db())
+    # A held job given the top priority: its held row is replaced by a ring row.
+    urgent, gone = expected[-1], expected[-2]
+    Job.objects.filter(pk=urgent).update(priority=100)
+    Job.objects.filter(pk=gone).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT job_id, slot >= 0 FROM pgqueue_ready WHERE job_id IN (%s, %s)", [urgent, gone]
+        )
+        assert cursor.fetchall() == [(urgent, True)]
+    assert rows_by_key() == {("k", "ring"): KEPT + 1, ("k", "held"): 100 - KEPT - 2}
+    # A running job of the key deleted as it finishes (results not kept) puts one back too.
+    finish([running], delete=True)
+    assert rows_by_key() == {("k", "ring"): KEPT + 2, ("k", "held"): 100 - KEPT - 3}
+    ran: list[int] = []
+    while batch := claim():
+        ran += [j.pk for j in batch]
+        finish(batch)
+    assert ran[0] == urgent
+    assert sorted(ran) == sorted(set(expected) - {gone})
+    assert rows_by_key() == {}
+
+
+def test_held_rows_go_back_to_the_ring_through_the_migration_and_are_held_again():
+    keyed().enqueue_many([()] * 50)
+    operations.sweep_held(db())
+    assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): 50 - KEPT}
+    with migrated_back_to("0008") as cursor:
+        assert rows_by_key() == {("k", "ring"): 50}
+        cursor.execute("SELECT to_regclass(%s)", [ready.HELD_TABLE])
+        assert cursor.fetchone()[0] is None
+    operations.sweep_held(db())
+    assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): 50 - KEPT}
+
+
+def test_a_worker_holds_a_keys_backlog_and_runs_it_one_at_a_time_in_order(probe_table):
+    keyed_probe = jobs.probe.using(concurrency_key="t")
+    ids = [
+        (p, pk)
+        for p in (0, 3, 0)
+        for pk in keyed_probe.using(priority=p).enqueue_many([(probe_table, "t", 0.02)] * 20)
+    ]
+    expected = [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
+    free = jobs.probe.enqueue_many([(probe_table, "free", 0.02)] * 20)
+    proc = start_worker("--threads", "4", env=worker_env())
+    try:
+        wait_until(lambda: rows_by_key().get(("t", "held"), 0) > 0)
+        wait_until(lambda: len(runs(probe_table)) == 80, timeout=120)
+    finally:
+        text = stop(proc)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT job_id FROM {probe_table} WHERE key = 't' ORDER BY started")
+        assert [pk for (pk,) in cursor.fetchall()] == expected, text
+    by_key: dict[str, list[tuple[float, float]]] = {}
+    for key, started, ended in runs(probe_table):
+        by_key.setdefault(key, []).append((started, ended))
+    assert most_overlapping(by_key["t"]) == 1
+    assert len(by_key["free"]) == len(free)
+    assert not Job.objects.exclude(status="completed").exists()
+    assert rows_by_key() == {}
+
+
+def test_keyed_backlogs_under_load_run_every_job_once_within_their_limits(probe_table):
+    """Two worker processes, two producers enqueueing into three keys (one of limit 3) while
+    the workers hold, put back and run their rows: every job runs exactly once, no key runs
+    more jobs at once than its limit, and no ready row is left behind."""
+    held_before = rows_ever_held()
+    proc = start_worker("--processes", "2", "--threads", "3", env=worker_env())
+    try:
+
+        def produce(index: int) -> None:
+            for _ in range(10):
+                for key in ("a", "b"):
+                    jobs.probe.using(concurrency_key=f"{key}{index}").enqueue_many(
+                        [(probe_table, f"{key}{index}", 0.002)] * 10
+                    )
+                jobs.three_at_a_time.using(concurrency_key="c").enqueue_many(
+                    [(probe_table, "c", 0.002)] * 10
+                )
+                time.sleep(0.02)
+
+        run_threads(2, produce)
+        wait_until(lambda: len(runs(probe_table)) == 600, timeout=180)
+    finally:
+        text = stop(proc)
+    by_key: dict[str, list[tuple[float, float]]] = {}
+    for key, started, ended in runs(probe_table):
+        by_key.setdefault(key, []).append((started, ended))
+    assert {key: len(v) for key, v in by_key.items()} == {
+        "a0": 100,
+        "b0": 100,
+        "a1": 100,
+        "b1": 100,
+        "c": 200,
+    }, text
+    for key, intervals in by_key.items():
+        assert most_overlapping(intervals) <= (3 if key == "c" else 1), key
+    assert not Job.objects.exclude(status="completed").exists()
+    assert rows_by_key() == {}
+    wait_until(lambda: rows_ever_held() > held_before)  # the backlogs were held on the way
