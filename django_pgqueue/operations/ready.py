@@ -62,9 +62,8 @@ def sweep_held(db: Database, batch: int = PROMOTE_BATCH) -> int:
     ``batch``, the rest at the next call), and put back held rows of keys with fewer left in
     the ring. Returns how many went back into the ring: claimable now."""
     with db.cursor() as cursor:
-        cursor.execute(held_sql.HOLD_BATCH, {"batch": batch})
-        cursor.execute(held_sql.REFILL)
-        return int(cursor.rowcount)
+        cursor.execute(held_sql.SWEEP, {"batch": batch})
+        return int(cursor.fetchone()[0])
 
 
 def slot_counts(db: Database) -> dict[int, int]:

@@ -8,11 +8,11 @@ keeps only the first few rows of a key with many (:func:`kept`: a few more than 
 concurrency limit), in the claims' order, and the rest wait in ``pgqueue_ready_held`` (slot
 -3, since ``0009_ready_held``), which no claim reads (claims read ``slot >= 0``).
 
-* The workers' upkeep (with the promotion, about once a second per worker) holds a key's ring
-  rows beyond its first :func:`kept` once it has twice that many (:data:`HOLD_BATCH`, a batch
-  at a time, by ``ctid``), and
-  tops a key's ring rows up from its held ones when fewer are left (:data:`REFILL`): after
-  ready rows were deleted for jobs no longer runnable, say. Held rows of paused queues stay.
+* The workers' upkeep (:data:`SWEEP`, with the promotion, about once a second per worker)
+  holds a key's ring rows beyond its first :func:`kept` once it has twice that many (a batch
+  at a time, by ``ctid``), and tops a key's ring rows up from its held ones when fewer are
+  left: after ready rows were deleted for jobs no longer runnable, say. Held rows of paused
+  queues stay.
 * A job of a key leaving ``running`` (finished, failed, retried, handed back, deleted) puts the
   key's next held row into the ring, in its own transaction (the trigger
   ``pgqueue_job_ready_refill``): as many rows come back as leave, and a hot key runs as fast
@@ -56,13 +56,12 @@ def kept(limit: str) -> str:
     return f"({KEPT_PER_KEY} + 2 * coalesce({limit}, 1))"
 
 
-#: The upkeep holds the ring rows of keys beyond their first :func:`kept`, a batch at a time
-#: (the parameter), for keys with more than twice that many (found on the ring's partial index
-#: of keyed rows): a key whose finishes and enqueues keep it near :func:`kept` is left alone,
-#: not held and put back row by row. The rows to move are locked ``SKIP LOCKED`` (a claim's
-#: are left for the next round).
-HOLD_BATCH = f"""
-WITH over AS MATERIALIZED (
+# The upkeep holds the ring rows of keys beyond their first :func:`kept`, a batch at a time
+# (the parameter), for keys with more than twice that many (found on the ring's partial index
+# of keyed rows): a key whose finishes and enqueues keep it near :func:`kept` is left alone,
+# not held and put back row by row. The rows to move are locked ``SKIP LOCKED`` (a claim's are
+# left for the next round).
+_HOLD = f"""over AS MATERIALIZED (
     SELECT r.concurrency_key AS key, {kept("max(r.concurrency_limit)")} AS kept
     FROM {READY_TABLE} r WHERE r.slot >= 0 AND r.concurrency_key IS NOT NULL
     GROUP BY r.concurrency_key
@@ -75,18 +74,17 @@ WITH over AS MATERIALIZED (
         OFFSET o.kept LIMIT %(batch)s
         FOR UPDATE SKIP LOCKED) e
     LIMIT %(batch)s
-){delete_taken("gone", returning=True)}
-INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT {HELD_SLOT}, m.job_id, {_MOVED}
-FROM ({" UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS))}) m
-"""
+){delete_taken("gone", returning=True)}, held_now AS (
+    INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+    SELECT {HELD_SLOT}, m.job_id, {_MOVED}
+    FROM ({" UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS))}) m
+)"""
 
-#: The upkeep puts back held rows of keys with fewer than :func:`kept` rows in the ring (their
-#: rows were deleted for jobs no longer runnable, or a hold raced a finish): per held key, found
-#: by a skip scan of the held partition, one probe of the ring's keyed index. Not for paused
-#: queues, whose rows would only be parked.
-REFILL = f"""
-WITH RECURSIVE held_keys AS (
+# The upkeep puts back held rows of keys with fewer than :func:`kept` rows in the ring (their
+# rows were deleted for jobs no longer runnable, or a hold raced a finish): per held key, found
+# by a skip scan of the held partition, one probe of the ring's keyed index. Not for paused
+# queues, whose rows would only be parked.
+_REFILL = f"""held_keys AS (
     (SELECT concurrency_key AS key FROM {HELD_TABLE} WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key LIMIT 1)
     UNION ALL
@@ -109,9 +107,18 @@ WITH RECURSIVE held_keys AS (
             SELECT ctid FROM {HELD_TABLE} WHERE concurrency_key = s.key {_ORDER}
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
-)
-INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT {INSERT_SLOT}, m.job_id, {_MOVED} FROM m
+), back AS (
+    INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+    SELECT {INSERT_SLOT}, m.job_id, {_MOVED} FROM m
+    RETURNING 1
+)"""
+
+#: The upkeep's one statement (both parts see the ring as it was when it began: a key is
+#: either held, having more than twice its kept rows, or topped up, having fewer than them);
+#: returns how many rows went back into the ring.
+SWEEP = f"""
+WITH RECURSIVE {_HOLD}, {_REFILL}
+SELECT count(*) FROM back
 """
 
 # A job of a key left ``running``: the key's next held row goes into the ring. By ``ctid`` of

@@ -61,9 +61,10 @@ def slot_table(slot: int) -> str:
     return named.get(slot, f"{READY_TABLE}_{slot}")
 
 
-#: The ring slot inserts go to now (that of the newest job id).
-INSERT_SLOT = f"""((coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
-    / {SLOT_SPAN}) % {RING_SLOTS})"""
+#: The ring slot inserts go to now (that of the newest job id); ``mod()``, not ``%``, so a
+#: statement with parameters can use it as it is.
+INSERT_SLOT = f"""mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
+    / {SLOT_SPAN}, {RING_SLOTS})"""
 
 
 #: Due rows of the later partition move into the ring (any queue: whoever promotes, serves all).
