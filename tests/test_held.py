@@ -17,8 +17,10 @@ from django_pgqueue import operations
 from django_pgqueue.models import Job
 from django_pgqueue.sql import held as held_sql
 from django_pgqueue.sql import ready
+from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
 from tests.utils import (
+    claim_and_finish_all,
     migrated_back_to,
     most_overlapping,
     run_threads,
@@ -159,6 +161,34 @@ def test_a_held_job_changed_deleted_or_finished_leaves_no_stray_row():
     assert ran[0] == urgent
     assert sorted(ran) == sorted(set(expected) - {gone})
     assert rows_by_key() == {}
+
+
+def test_a_slot_holding_a_busy_keys_backlog_is_truncated_all_the_same():
+    """A busy key's backlog (more rows than recycling moves on) no longer pins its ring slot:
+    the slot is truncated once the inserts move past and its other jobs are claimed, whatever
+    the xmin horizon, and the backlog runs once the key is free."""
+    keyed().enqueue()
+    [running] = claim()
+    backlog = keyed().enqueue_many([()] * (ready.STRAGGLERS + 100))
+    first_slot = (backlog[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
+    queue_connection = QueueConnection("default", "pgqueue test held")
+    try:
+        for _ in range(ready.SLOT_SPAN // 1024 + 1):
+            jobs.noop.enqueue_many([()] * 1024)
+            claim_and_finish_all(queue_connection)  # with the upkeep, which holds the backlog
+        assert first_slot in operations.recycle(queue_connection)
+    finally:
+        queue_connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [ready.slot_table(first_slot)])
+        assert cursor.fetchone()[0] == 0
+    assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): len(backlog) - KEPT}
+    finish([running])
+    ran: list[int] = []
+    while batch := claim():
+        ran += [j.pk for j in batch]
+        finish(batch)
+    assert ran == backlog
 
 
 def test_held_rows_go_back_to_the_ring_through_the_migration_and_are_held_again():
