@@ -1,34 +1,40 @@
-"""The held partition of the ready ring: where a concurrency key's backlog waits.
+"""The held partition of the ready ring: where the backlog of a busy key waits.
 
-A job with a concurrency key runs only while its key has a free place, and the claims step
-over each ring row of a busy key that sorts before the rows they can take: 50,000 jobs waiting
-for one busy key cost every claim 27 ms instead of under one. Under a pinned xmin horizon a
-ring slot holding more of them than recycling moves on is never truncated either. So the ring
-keeps only the first few rows of a key with many (:func:`kept`: a few more than the key's
-concurrency limit), in the claims' order, and the rest wait in ``pgqueue_ready_held`` (slot
--3, since ``0009_ready_held``), which no claim reads (claims read ``slot >= 0``).
+A job with a concurrency key runs only while its key has a free place, one with a rate key
+only while its rate window has room, and the claims step over each ring row of a busy key that
+sorts before the rows they can take: 50,000 jobs waiting for one busy concurrency key cost
+every plain claim 27 ms instead of under one; 50,000 of a full rate window, 144 ms a limited
+claim. Under a pinned xmin horizon a ring slot holding more of them than recycling moves on is
+never truncated either. So the ring keeps only the first few rows of a group with many
+(:func:`kept`: a few more than twice what it may start at once), in the claims' order, and the
+rest wait in ``pgqueue_ready_held`` (slot -3, since ``0009_ready_held``), which no claim reads
+(claims read ``slot >= 0``). A row's group (:func:`group`) is its concurrency key, else its
+rate key; rows with neither are never held.
 
 * The workers' upkeep (:data:`SWEEP`, with the promotion, about once a second per worker)
-  holds a key's ring rows beyond its first :func:`kept` once it has twice that many (a batch
-  at a time, by ``ctid``), and tops a key's ring rows up from its held ones when fewer are
-  left: after ready rows were deleted for jobs no longer runnable, say. Held rows of paused
-  queues stay.
-* A job of a key leaving ``running`` (finished, failed, retried, handed back, deleted) puts the
-  key's next held row into the ring, in its own transaction (the trigger
+  holds a group's ring rows beyond its first :func:`kept` once it has twice that many (a batch
+  at a time, by ``ctid``), and tops a group's ring rows up from its held ones when fewer are
+  left: after ready rows were deleted for jobs no longer runnable, or while a rate key's long
+  jobs run. Held rows of paused queues stay.
+* A job of a group leaving ``running`` (finished, failed, retried, handed back, deleted) puts
+  the group's next held row into the ring, in its own transaction (the trigger
   ``pgqueue_job_ready_refill``): as many rows come back as leave, and a hot key runs as fast
-  as before. Nothing fires for a job without a key.
+  as before. Nothing fires for a job with neither key.
 * Put-back rows go to the slot inserts go to now, so they drain with the newest rows and never
   keep an old slot from being truncated.
 
-Within a key, jobs start in the claims' order (priority, ``run_after``, id) as before: rows
-are held from the end of the key's order and put back from the front. The exception: a job
-enqueued into the ring while better ones of its key are held may start before them if the
-key's ring rows run out before the next are put back (after many of them were cancelled).
+Within a group, jobs start in the claims' order (priority, ``run_after``, id) as before: rows
+are held from the end of the group's order and put back from the front. The exception: a job
+enqueued into the ring while better ones of its group are held may start before them if the
+group's ring rows run out before the next are put back (after many of them were cancelled).
+Jobs held back by their queue's own limits stay in the ring: a queue's rows have no key whose
+finish could put them back without a trigger call on every job.
 """
 
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE
+from django_pgqueue.sql.limits import WINDOW_TABLE
 from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.sql.ready import (
     COLUMNS,
@@ -47,29 +53,51 @@ _COPIED = ", ".join(COLUMNS)
 _MOVED = ", ".join(f"m.{c}" for c in COLUMNS)
 _ORDER = "ORDER BY priority DESC, run_after, job_id"
 
-#: Rows of a key the ring keeps besides twice its concurrency limit.
+#: Rows of a group the ring keeps besides twice what it may start at once.
 KEPT_PER_KEY = 8
 
 
-def kept(limit: str) -> str:
-    """How many ring rows a key keeps, for its ``concurrency_limit`` (the SQL ``limit``)."""
-    return f"({KEPT_PER_KEY} + 2 * coalesce({limit}, 1))"
+def group(row: str = "") -> str:
+    """The group a ready row (or job: ``row`` is its alias, with the dot) is held in: ``c:``
+    and its concurrency key, else ``r:`` and its rate key, else NULL (never held). The
+    expression of the partial index ``pgqueue_ready_group``, word for word, with
+    :data:`GROUPED` (the index's predicate) beside it."""
+    return f"coalesce('c:' || {row}concurrency_key, 'r:' || {row}rate_key)"
 
 
-# The upkeep holds the ring rows of keys beyond their first :func:`kept`, a batch at a time
-# (the parameter), for keys with more than twice that many (found on the ring's partial index
-# of keyed rows): a key whose finishes and enqueues keep it near :func:`kept` is left alone,
-# not held and put back row by row. The rows to move are locked ``SKIP LOCKED`` (a claim's are
-# left for the next round).
-_HOLD = f"""over AS MATERIALIZED (
-    SELECT r.concurrency_key AS key, {kept("max(r.concurrency_limit)")} AS kept
-    FROM {READY_TABLE} r WHERE r.slot >= 0 AND r.concurrency_key IS NOT NULL
-    GROUP BY r.concurrency_key
-    HAVING count(*) > 2 * {kept("max(r.concurrency_limit)")}
+def grouped(row: str = "") -> str:
+    return f"({row}concurrency_key IS NOT NULL OR {row}rate_key IS NOT NULL)"
+
+
+GROUPED = grouped()
+
+
+def kept(grp: str, limit: str, rate_key: str) -> str:
+    """How many ring rows a group keeps: for a concurrency key (``limit``: its
+    ``concurrency_limit``), and for a rate key (``rate_key``), by its window's starts."""
+    return f"""({KEPT_PER_KEY} + 2 * CASE WHEN left({grp}, 2) = 'c:' THEN coalesce({limit}, 1)
+        ELSE coalesce((SELECT w.starts FROM {WINDOW_TABLE} w WHERE w.id = 'key:' || {rate_key}), 1)
+        END)"""
+
+
+# The upkeep holds the ring rows of groups beyond their first :func:`kept`, a batch at a time
+# (the parameter), for groups with more than twice that many (found on the ring's partial
+# index of grouped rows): a group whose finishes and enqueues keep it near :func:`kept` is left
+# alone, not held and put back row by row. The rows to move are locked ``SKIP LOCKED`` (a
+# claim's are left for the next round).
+_HOLD = f"""counted AS MATERIALIZED (
+    SELECT {group("r.")} AS grp, count(*) AS n,
+        max(r.concurrency_limit) AS climit, max(r.rate_key) AS rkey
+    FROM {READY_TABLE} r WHERE r.slot >= 0 AND {grouped("r.")}
+    GROUP BY 1
+), over AS MATERIALIZED (
+    SELECT c.grp, k.kept FROM counted c
+    CROSS JOIN LATERAL (SELECT {kept("c.grp", "c.climit", "c.rkey")} AS kept) k
+    WHERE c.n > 2 * k.kept
 ), gone AS MATERIALIZED (
     SELECT e.slot, e.row_id FROM over o CROSS JOIN LATERAL (
         SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
-        WHERE r.slot >= 0 AND r.concurrency_key = o.key
+        WHERE r.slot >= 0 AND {grouped("r.")} AND {group("r.")} = o.grp
         {_ORDER}
         OFFSET o.kept LIMIT %(batch)s
         FOR UPDATE SKIP LOCKED) e
@@ -80,31 +108,33 @@ _HOLD = f"""over AS MATERIALIZED (
     FROM ({" UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS))}) m
 )"""
 
-# The upkeep puts back held rows of keys with fewer than :func:`kept` rows in the ring (their
-# rows were deleted for jobs no longer runnable, or a hold raced a finish): per held key, found
-# by a skip scan of the held partition, one probe of the ring's keyed index. Not for paused
-# queues, whose rows would only be parked.
-_REFILL = f"""held_keys AS (
-    (SELECT concurrency_key AS key FROM {HELD_TABLE} WHERE concurrency_key IS NOT NULL
-     ORDER BY concurrency_key LIMIT 1)
+# The upkeep puts back held rows of groups with fewer than :func:`kept` rows in the ring: their
+# rows were deleted for jobs no longer runnable, a hold raced a finish, or long jobs of a rate
+# key left few rows waiting (a finish puts one back; this tops a group up to its kept rows,
+# about once a second, so a rate key never starts fewer than its rate). Per held group, found
+# by a skip scan of the held partition, one probe of the ring's index. Not for paused queues,
+# whose rows would only be parked.
+_REFILL = f"""held_groups AS (
+    (SELECT {group()} AS grp FROM {HELD_TABLE} WHERE {GROUPED} ORDER BY 1 LIMIT 1)
     UNION ALL
-    SELECT (SELECT h.concurrency_key FROM {HELD_TABLE} h WHERE h.concurrency_key > k.key
-            ORDER BY h.concurrency_key LIMIT 1)
-    FROM held_keys k WHERE k.key IS NOT NULL
+    SELECT (SELECT {group("h.")} FROM {HELD_TABLE} h
+            WHERE {grouped("h.")} AND {group("h.")} > g.grp ORDER BY 1 LIMIT 1)
+    FROM held_groups g WHERE g.grp IS NOT NULL
 ), short AS MATERIALIZED (
-    SELECT k.key, first.kept - (
+    SELECT g.grp, first.kept - (
         SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
-                              WHERE r.slot >= 0 AND r.concurrency_key = k.key
+                              WHERE r.slot >= 0 AND {grouped("r.")} AND {group("r.")} = g.grp
                               LIMIT first.kept) ring) AS room
-    FROM held_keys k
+    FROM held_groups g
     CROSS JOIN LATERAL (
-        SELECT {kept("h.concurrency_limit")} AS kept, h.queue FROM {HELD_TABLE} h
-        WHERE h.concurrency_key = k.key {_ORDER} LIMIT 1) first
-    WHERE k.key IS NOT NULL AND {not_paused("first.queue")}
+        SELECT {kept("g.grp", "h.concurrency_limit", "h.rate_key")} AS kept, h.queue
+        FROM {HELD_TABLE} h
+        WHERE {grouped("h.")} AND {group("h.")} = g.grp {_ORDER} LIMIT 1) first
+    WHERE g.grp IS NOT NULL AND {not_paused("first.queue")}
 ), m AS (
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(
         SELECT x.ctid FROM short s CROSS JOIN LATERAL (
-            SELECT ctid FROM {HELD_TABLE} WHERE concurrency_key = s.key {_ORDER}
+            SELECT ctid FROM {HELD_TABLE} WHERE {GROUPED} AND {group()} = s.grp {_ORDER}
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), back AS (
@@ -113,7 +143,7 @@ _REFILL = f"""held_keys AS (
     RETURNING 1
 )"""
 
-#: The upkeep's one statement (both parts see the ring as it was when it began: a key is
+#: The upkeep's one statement (both parts see the ring as it was when it began: a group is
 #: either held, having more than twice its kept rows, or topped up, having fewer than them);
 #: returns how many rows went back into the ring.
 SWEEP = f"""
@@ -121,14 +151,15 @@ WITH RECURSIVE {_HOLD}, {_REFILL}
 SELECT count(*) FROM back
 """
 
-# A job of a key left ``running``: the key's next held row goes into the ring. By ``ctid`` of
-# the held row (``SKIP LOCKED``: one an upkeep is moving is left to it).
+# A job of a group left ``running``: the group's next held row goes into the ring. By ``ctid``
+# of the held row (``SKIP LOCKED``: one an upkeep is moving is left to it).
+_WHEN_GROUPED = grouped("OLD.")
 _REFILL_ONE = f"""
 CREATE OR REPLACE FUNCTION pgqueue_ready_refill() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     WITH m AS (
         DELETE FROM {HELD_TABLE} h WHERE h.ctid = (
-            SELECT ctid FROM {HELD_TABLE} WHERE concurrency_key = OLD.concurrency_key
+            SELECT ctid FROM {HELD_TABLE} WHERE {GROUPED} AND {group()} = {group("OLD.")}
             {_ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING h.*)
     INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
@@ -138,24 +169,23 @@ END;
 $$;
 CREATE TRIGGER pgqueue_job_ready_refill
     AFTER UPDATE OF status ON {TABLE} FOR EACH ROW
-    WHEN (OLD.concurrency_key IS NOT NULL AND OLD.status = {_RUNNING}
-          AND NEW.status <> {_RUNNING})
+    WHEN ({_WHEN_GROUPED} AND OLD.status = {_RUNNING} AND NEW.status <> {_RUNNING})
     EXECUTE FUNCTION pgqueue_ready_refill();
 CREATE TRIGGER pgqueue_job_ready_refill_deleted
     AFTER DELETE ON {TABLE} FOR EACH ROW
-    WHEN (OLD.concurrency_key IS NOT NULL AND OLD.status = {_RUNNING})
+    WHEN ({_WHEN_GROUPED} AND OLD.status = {_RUNNING})
     EXECUTE FUNCTION pgqueue_ready_refill();
 """
 
 #: ``0009_ready_held``: the held partition (an index on ``job_id`` for the update trigger,
 #: which now replaces a pending job's held row like its later and parked ones), the partial
-#: index of keyed rows every partition gets (the upkeep counts a key's rows on it, and reads
-#: a key's held rows in order), and the trigger that puts rows back.
+#: index of grouped rows every partition gets (the upkeep counts a group's rows on it, and
+#: reads a group's held rows in order), and the trigger that puts rows back.
 ADD_HELD = f"""
 CREATE TABLE {HELD_TABLE} PARTITION OF {READY_TABLE} FOR VALUES IN ({HELD_SLOT});
 CREATE INDEX {HELD_TABLE}_job ON {HELD_TABLE} (job_id);
-CREATE INDEX {READY_TABLE}_key ON {READY_TABLE} (concurrency_key, priority DESC, run_after, job_id)
-    WHERE concurrency_key IS NOT NULL;
+CREATE INDEX {READY_TABLE}_group ON {READY_TABLE} (({group()}), priority DESC, run_after, job_id)
+    WHERE {GROUPED};
 {keep_rows(COLUMNS, parked=True, held=True)}
 {_REFILL_ONE}
 """
@@ -169,5 +199,5 @@ WITH m AS (DELETE FROM {READY_TABLE} r WHERE r.slot = {HELD_SLOT} RETURNING r.*)
 INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
 SELECT pgqueue_ready_slot(m.job_id, m.run_after), m.job_id, {_MOVED} FROM m;
 DROP TABLE {HELD_TABLE};
-DROP INDEX {READY_TABLE}_key;
+DROP INDEX {READY_TABLE}_group;
 """
