@@ -1,8 +1,8 @@
-"""A concurrency key's backlog waits held, out of the ready ring (``sql.held``, ``0009``).
+"""A busy key's backlog waits held, out of the ready ring (``sql.held``, ``0009``).
 
-A claim never steps over more than a few rows of a busy key, and the key's jobs still run one
-after the other, in order, each exactly once. Behaviour only: where rows are, what claims
-take, what runs; never timings.
+A claim never steps over more than a few rows of a busy concurrency key or a full rate window,
+and the key's jobs still run in order, within their limits, each exactly once. Behaviour
+only: where rows are, what claims take, what runs; never timings.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from django_pgqueue.sql import ready
 from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
 from tests.utils import (
+    busiest_window,
     claim_and_finish_all,
     migrated_back_to,
     most_overlapping,
@@ -35,6 +36,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 #: The ring rows a key of concurrency limit 1 keeps once it is held.
 KEPT = held_sql.KEPT_PER_KEY + 2
+#: The same for the rate key of ``jobs.charge`` (10 starts a second).
+KEPT_RATE = held_sql.KEPT_PER_KEY + 2 * 10
 
 
 def rows_by_key() -> dict[tuple[str | None, str], int]:
@@ -63,9 +66,12 @@ def db() -> operations.DjangoDatabase:
     return operations.DjangoDatabase("default")
 
 
-def claim(limit: int = 256) -> list[Job]:
-    """The plain claim, without the upkeep (which also holds and puts back rows)."""
-    return operations.claim_counted(db(), "w", None, limit, 60.0, reclaim=False)[0]
+def claim(limit: int = 256, *, controlled: bool = False) -> list[Job]:
+    """The plain claim (``controlled``: the limited one), without the upkeep (which also holds
+    and puts back rows)."""
+    return operations.claim_counted(
+        db(), "w", None, limit, 60.0, reclaim=False, controlled=controlled
+    )[0]
 
 
 def finish(batch: list[Job], *, delete: bool = False) -> None:
@@ -134,6 +140,22 @@ def test_the_upkeep_puts_back_rows_of_a_key_whose_ring_rows_went_away():
     assert rows_by_key() == {("k", "held"): 100 - KEPT}
     assert operations.sweep_held(db()) == KEPT
     assert [j.pk for j in claim()] == [expected[KEPT]]
+
+
+def test_a_full_rate_windows_backlog_waits_held_and_each_start_comes_back():
+    """Rows of a rate key are held like those of a concurrency key, by their window's size:
+    each finished job puts one back, and the upkeep tops the ring up while started jobs run
+    long, so the window's starts are never short of rows."""
+    charges = jobs.charge.enqueue_many([(i,) for i in range(100)])
+    operations.sweep_held(db())
+    assert rows_by_key() == {(None, "ring"): KEPT_RATE, (None, "held"): 100 - KEPT_RATE}
+    started = claim(controlled=True)
+    assert [j.pk for j in started] == charges[:10]  # the window's 10 starts
+    assert claim(controlled=True) == []  # the window is full: nothing more to take
+    assert operations.sweep_held(db()) == 10  # still running: topped up by the upkeep
+    assert rows_by_key() == {(None, "ring"): KEPT_RATE, (None, "held"): 90 - KEPT_RATE}
+    finish(started)  # and each finish puts one back
+    assert rows_by_key() == {(None, "ring"): KEPT_RATE + 10, (None, "held"): 80 - KEPT_RATE}
 
 
 def test_a_held_job_changed_deleted_or_finished_leaves_no_stray_row():
@@ -226,6 +248,24 @@ def test_a_worker_holds_a_keys_backlog_and_runs_it_one_at_a_time_in_order(probe_
         by_key.setdefault(key, []).append((started, ended))
     assert most_overlapping(by_key["t"]) == 1
     assert len(by_key["free"]) == len(free)
+    assert not Job.objects.exclude(status="completed").exists()
+    assert rows_by_key() == {}
+
+
+def test_a_worker_runs_a_held_rate_backlog_within_its_rate(probe_table):
+    rate = 25
+    kept = held_sql.KEPT_PER_KEY + 2 * rate
+    charge = jobs.charge.using(rate_limit=f"{rate}/s", rate_key="held-rate")
+    created = charge.enqueue_many([(i, probe_table) for i in range(2 * kept + 10)])
+    operations.sweep_held(db())
+    assert rows_by_key() == {(None, "ring"): kept, (None, "held"): len(created) - kept}
+    proc = start_worker("--threads", "4", env=worker_env())
+    try:
+        wait_until(lambda: len(runs(probe_table)) == len(created), timeout=120)
+    finally:
+        text = stop(proc)
+    started = [s for _, s, _ in runs(probe_table)]
+    assert busiest_window(started) <= rate, text
     assert not Job.objects.exclude(status="completed").exists()
     assert rows_by_key() == {}
 

@@ -12,20 +12,17 @@ from django_pgqueue import JobSpec, limit_queue
 from django_pgqueue.models import Job, Queue, RateWindow
 from django_pgqueue.models import Worker as WorkerRow
 from tests.testapp import jobs
-from tests.utils import most_overlapping, runs, start_worker, stop, wait_until, worker_env
+from tests.utils import (
+    busiest_window,
+    most_overlapping,
+    runs,
+    start_worker,
+    stop,
+    wait_until,
+    worker_env,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def busiest_window(starts: list[float], seconds: float = 1.0) -> int:
-    """The most starts in any window of ``seconds`` (half-open)."""
-    starts = sorted(starts)
-    best = lo = 0
-    for hi, t in enumerate(starts):
-        while starts[lo] <= t - seconds:
-            lo += 1
-        best = max(best, hi - lo + 1)
-    return best
 
 
 def test_limits_are_checked_before_anything_is_written():

@@ -209,3 +209,14 @@ def most_overlapping(intervals: list[tuple[float, float]]) -> int:
         now += step
         peak = max(peak, now)
     return peak
+
+
+def busiest_window(starts: list[float], seconds: float = 1.0) -> int:
+    """The most starts in any window of ``seconds`` (half-open)."""
+    starts = sorted(starts)
+    best = lo = 0
+    for hi, t in enumerate(starts):
+        while starts[lo] <= t - seconds:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
