@@ -1,7 +1,8 @@
-"""A concurrency key's backlog beyond a few rows leaves the ready ring for a partition of its
-own (``sql.held.ADD_HELD``): claims stop stepping over the rows of a busy key, and the ring's
-slots can be truncated while they wait. The workers' upkeep holds the rows of keys with
-more than that; going back puts every held row into the ring again."""
+"""A busy key's backlog (a concurrency key's, or a rate key's) beyond a few rows leaves the
+ready ring for a partition of its own (``sql.held.ADD_HELD``): claims stop stepping over the
+rows of a busy key, and the ring's slots can be truncated while they wait. The workers' upkeep
+holds the rows of keys with more than that; going back puts every held row into the ring
+again."""
 
 from __future__ import annotations
 

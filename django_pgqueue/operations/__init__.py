@@ -16,8 +16,8 @@ module             owns
                    :func:`save_progress`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
-                   :func:`sweep_parked` (rows of paused queues), :func:`sweep_held` (a
-                   concurrency key's backlog), :class:`StaleScan` (where a worker's stale-job
+                   :func:`sweep_parked` (rows of paused queues), :func:`sweep_held` (a busy
+                   key's backlog), :class:`StaleScan` (where a worker's stale-job
                    scan starts)
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs

@@ -58,9 +58,9 @@ def sweep_parked(db: Database, batch: int = PROMOTE_BATCH) -> int:
 
 
 def sweep_held(db: Database, batch: int = PROMOTE_BATCH) -> int:
-    """Hold the ring rows of concurrency keys beyond the few the ring keeps of each (at most
-    ``batch``, the rest at the next call), and put back held rows of keys with fewer left in
-    the ring. Returns how many went back into the ring: claimable now."""
+    """Hold the ring rows of concurrency and rate keys beyond the few the ring keeps of each
+    (at most ``batch``, the rest at the next call), and put back held rows of keys with fewer
+    left in the ring. Returns how many went back into the ring: claimable now."""
     with db.cursor() as cursor:
         cursor.execute(held_sql.SWEEP, {"batch": batch})
         return int(cursor.fetchone()[0])

@@ -66,6 +66,7 @@ def group(row: str = "") -> str:
 
 
 def grouped(row: str = "") -> str:
+    """Whether a row (``row``: as in :func:`group`) has a group."""
     return f"({row}concurrency_key IS NOT NULL OR {row}rate_key IS NOT NULL)"
 
 
