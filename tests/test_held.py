@@ -17,17 +17,16 @@ from django_pgqueue import operations
 from django_pgqueue.models import Job
 from django_pgqueue.sql import held as held_sql
 from django_pgqueue.sql import ready
-from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
 from tests.utils import (
     busiest_window,
-    claim_and_finish_all,
     migrated_back_to,
     most_overlapping,
     run_threads,
     runs,
     start_worker,
     stop,
+    truncated_once_inserts_move_past,
     wait_until,
     worker_env,
 )
@@ -193,17 +192,7 @@ def test_a_slot_holding_a_busy_keys_backlog_is_truncated_all_the_same():
     [running] = claim()
     backlog = keyed().enqueue_many([()] * (ready.STRAGGLERS + 100))
     first_slot = (backlog[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
-    queue_connection = QueueConnection("default", "pgqueue test held")
-    try:
-        for _ in range(ready.SLOT_SPAN // 1024 + 1):
-            jobs.noop.enqueue_many([()] * 1024)
-            claim_and_finish_all(queue_connection)  # with the upkeep, which holds the backlog
-        assert first_slot in operations.recycle(queue_connection)
-    finally:
-        queue_connection.close()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_relation_size(%s::regclass)", [ready.slot_table(first_slot)])
-        assert cursor.fetchone()[0] == 0
+    truncated_once_inserts_move_past(first_slot)  # the upkeep on the way holds the backlog
     assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): len(backlog) - KEPT}
     finish([running])
     ran: list[int] = []

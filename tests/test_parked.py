@@ -18,14 +18,13 @@ from django_pgqueue import operations, pause_queue, resume_queue
 from django_pgqueue.models import Job
 from django_pgqueue.sql import parked as parked_sql
 from django_pgqueue.sql import ready
-from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
 from tests.utils import (
-    claim_and_finish_all,
     migrated_back_to,
     run_threads,
     start_worker,
     stop,
+    truncated_once_inserts_move_past,
     wait_until,
     worker_env,
 )
@@ -110,17 +109,7 @@ def test_a_slot_holding_a_paused_backlog_is_truncated_all_the_same():
     backlog = jobs.noop.using(queue="reports").enqueue_many([()] * (ready.STRAGGLERS + 100))
     first_slot = (backlog[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
     pause_queue("reports")
-    queue_connection = QueueConnection("default", "pgqueue test parked")
-    try:
-        for _ in range(ready.SLOT_SPAN // 1024 + 1):
-            jobs.noop.enqueue_many([()] * 1024)
-            claim_and_finish_all(queue_connection, controlled=True)
-        assert first_slot in operations.recycle(queue_connection)
-    finally:
-        queue_connection.close()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_relation_size(%s::regclass)", [ready.slot_table(first_slot)])
-        assert cursor.fetchone()[0] == 0
+    truncated_once_inserts_move_past(first_slot, controlled=True)
     assert rows_by_queue() == {("reports", "parked"): len(backlog)}
     resume_queue("reports")
     assert len(claim(["reports"], limit=1000)) == len(backlog)

@@ -180,6 +180,28 @@ def claim_and_finish_all(
         assert len(written) == len(batch)
 
 
+def truncated_once_inserts_move_past(slot: int, *, controlled: bool = False) -> None:
+    """Enqueue and run (through a worker's connection, with the upkeep) a ring slot's worth of
+    other jobs, so the inserts move past ring slot ``slot``; then it must be recycled: its
+    file truncated to nothing, whatever it held that could wait."""
+    from django_pgqueue import operations
+    from django_pgqueue.sql import ready
+    from django_pgqueue.worker.connection import QueueConnection
+    from tests.testapp import jobs
+
+    queue_connection = QueueConnection("default", "pgqueue test recycle")
+    try:
+        for _ in range(ready.SLOT_SPAN // 1024 + 1):
+            jobs.noop.enqueue_many([()] * 1024)
+            claim_and_finish_all(queue_connection, controlled=controlled)
+        assert slot in operations.recycle(queue_connection)
+    finally:
+        queue_connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [ready.slot_table(slot)])
+        assert cursor.fetchone()[0] == 0
+
+
 @contextlib.contextmanager
 def migrated_back_to(migration: str) -> Any:
     """The queue's tables as migration ``migration`` left them, for the block (a cursor on
