@@ -24,6 +24,7 @@ from tests.utils import (
     most_overlapping,
     run_threads,
     runs,
+    runs_by_key,
     start_worker,
     stop,
     truncated_once_inserts_move_past,
@@ -232,9 +233,7 @@ def test_a_worker_holds_a_keys_backlog_and_runs_it_one_at_a_time_in_order(probe_
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT job_id FROM {probe_table} WHERE key = 't' ORDER BY started")
         assert [pk for (pk,) in cursor.fetchall()] == expected, text
-    by_key: dict[str, list[tuple[float, float]]] = {}
-    for key, started, ended in runs(probe_table):
-        by_key.setdefault(key, []).append((started, ended))
+    by_key = runs_by_key(probe_table)
     assert most_overlapping(by_key["t"]) == 1
     assert len(by_key["free"]) == len(free)
     assert not Job.objects.exclude(status="completed").exists()
@@ -282,9 +281,7 @@ def test_keyed_backlogs_under_load_run_every_job_once_within_their_limits(probe_
         wait_until(lambda: len(runs(probe_table)) == 600, timeout=180)
     finally:
         text = stop(proc)
-    by_key: dict[str, list[tuple[float, float]]] = {}
-    for key, started, ended in runs(probe_table):
-        by_key.setdefault(key, []).append((started, ended))
+    by_key = runs_by_key(probe_table)
     assert {key: len(v) for key, v in by_key.items()} == {
         "a0": 100,
         "b0": 100,

@@ -16,6 +16,7 @@ from tests.utils import (
     busiest_window,
     most_overlapping,
     runs,
+    runs_by_key,
     start_worker,
     stop,
     wait_until,
@@ -129,9 +130,7 @@ def test_concurrency_limit_3_holds_across_2_processes_of_4_threads(probe_table):
         wait_until(lambda: len(runs(probe_table)) == 24, timeout=120)
     finally:
         text = stop(proc)
-    by_key: dict[str, list[tuple[float, float]]] = {}
-    for key, started, ended in runs(probe_table):
-        by_key.setdefault(key, []).append((started, ended))
+    by_key = runs_by_key(probe_table)
     for key, intervals in by_key.items():
         peak = most_overlapping(intervals)
         assert peak <= 3, (key, peak, text)

@@ -223,6 +223,14 @@ def runs(table: str) -> list[tuple[str, float, float]]:
         return cursor.fetchall()
 
 
+def runs_by_key(table: str) -> dict[str, list[tuple[float, float]]]:
+    """The finished runs in ``table`` (:func:`runs`) as (started, ended) per key."""
+    by_key: dict[str, list[tuple[float, float]]] = {}
+    for key, started, ended in runs(table):
+        by_key.setdefault(key, []).append((started, ended))
+    return by_key
+
+
 def most_overlapping(intervals: list[tuple[float, float]]) -> int:
     """The most intervals running at one instant (an end before a start at the same time)."""
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
