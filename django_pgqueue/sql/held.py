@@ -37,20 +37,21 @@ from django_pgqueue.sql import TABLE
 from django_pgqueue.sql.limits import WINDOW_TABLE
 from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.sql.ready import (
+    BY_ID,
     COLUMNS,
     HELD_SLOT,
     HELD_TABLE,
     INSERT_SLOT,
     READY_TABLE,
-    RING_SLOTS,
+    TAKEN,
     delete_taken,
+    insert_moved,
     keep_rows,
+    move_rows,
 )
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
-_COPIED = ", ".join(COLUMNS)
-_MOVED = ", ".join(f"m.{c}" for c in COLUMNS)
 _ORDER = "ORDER BY priority DESC, run_after, job_id"
 
 #: Rows of a group the ring keeps besides twice what it may start at once.
@@ -104,9 +105,7 @@ _HOLD = f"""counted AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED) e
     LIMIT %(batch)s
 ){delete_taken("gone", returning=True)}, held_now AS (
-    INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-    SELECT {HELD_SLOT}, m.job_id, {_MOVED}
-    FROM ({" UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS))}) m
+    {insert_moved(str(HELD_SLOT), TAKEN)}
 )"""
 
 # The upkeep puts back held rows of groups with fewer than :func:`kept` rows in the ring: their
@@ -139,8 +138,7 @@ _REFILL = f"""held_groups AS (
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), back AS (
-    INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-    SELECT {INSERT_SLOT}, m.job_id, {_MOVED} FROM m
+    {insert_moved(INSERT_SLOT)}
     RETURNING 1
 )"""
 
@@ -163,8 +161,7 @@ BEGIN
             SELECT ctid FROM {HELD_TABLE} WHERE {GROUPED} AND {group()} = {group("OLD.")}
             {_ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING h.*)
-    INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-    SELECT {INSERT_SLOT}, m.job_id, {_MOVED} FROM m;
+    {insert_moved(INSERT_SLOT)};
     RETURN NULL;
 END;
 $$;
@@ -196,9 +193,7 @@ DROP TRIGGER pgqueue_job_ready_refill_deleted ON {TABLE};
 DROP TRIGGER pgqueue_job_ready_refill ON {TABLE};
 DROP FUNCTION pgqueue_ready_refill();
 {keep_rows(COLUMNS, parked=True)}
-WITH m AS (DELETE FROM {READY_TABLE} r WHERE r.slot = {HELD_SLOT} RETURNING r.*)
-INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT pgqueue_ready_slot(m.job_id, m.run_after), m.job_id, {_MOVED} FROM m;
+{move_rows(f"r.slot = {HELD_SLOT}", BY_ID)};
 DROP TABLE {HELD_TABLE};
 DROP INDEX {READY_TABLE}_group;
 """

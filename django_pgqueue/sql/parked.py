@@ -22,35 +22,22 @@ from __future__ import annotations
 
 from django_pgqueue.sql.queues import QUEUE_TABLE
 from django_pgqueue.sql.ready import (
+    BY_ID,
     COLUMNS,
     PARKED_SLOT,
     PARKED_TABLE,
     READY_TABLE,
-    RING_SLOTS,
+    TAKEN,
     delete_taken,
+    insert_moved,
     keep_rows,
+    move_rows,
 )
 
-# The columns of a ready row besides slot and job_id, of the row being moved (``m``).
-_COPIED = ", ".join(COLUMNS)
-_MOVED = ", ".join(f"m.{c}" for c in COLUMNS)
-
-
-def _move(where: str, slot: str) -> str:
-    """Move the ready rows ``r`` that ``where`` picks to ``slot`` (of the moved row ``m``)."""
-    return f"""
-WITH m AS (DELETE FROM {READY_TABLE} r WHERE {where} RETURNING r.*)
-INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT {slot}, m.job_id, {_MOVED} FROM m
-"""
-
-
-_UNPARKED = "pgqueue_ready_slot(m.job_id, m.run_after)"
-
 #: A queue is paused: its rows leave the ring (the scheduled ones are parked when due).
-PARK_QUEUE = _move("r.slot >= 0 AND r.queue = %s", str(PARKED_SLOT))
+PARK_QUEUE = move_rows("r.slot >= 0 AND r.queue = %s", str(PARKED_SLOT))
 #: A queue is resumed: its rows go back where their ids and ``run_after`` say.
-UNPARK_QUEUE = _move(f"r.slot = {PARKED_SLOT} AND r.queue = %s", _UNPARKED)
+UNPARK_QUEUE = move_rows(f"r.slot = {PARKED_SLOT} AND r.queue = %s", BY_ID)
 
 #: The upkeep parks a paused queue's ring rows a batch at a time (the second parameter), like
 #: the promotion: a backlog enqueued into a paused queue all at once never holds a worker's
@@ -62,13 +49,11 @@ WITH gone AS MATERIALIZED (
     LIMIT %s
     FOR UPDATE SKIP LOCKED
 ){delete_taken("gone", returning=True)}
-INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT {PARKED_SLOT}, m.job_id, {_MOVED}
-FROM ({" UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS))}) m
+{insert_moved(str(PARKED_SLOT), TAKEN)}
 """
 
 #: Ring rows of paused queues are parked (the migration).
-_PARK_PAUSED = _move(
+_PARK_PAUSED = move_rows(
     f"r.slot >= 0 AND r.queue IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
     str(PARKED_SLOT),
 )
@@ -109,6 +94,6 @@ CREATE INDEX {PARKED_TABLE}_job ON {PARKED_TABLE} (job_id);
 
 REMOVE_PARKED = f"""
 {keep_rows(COLUMNS)}
-{_move(f"r.slot = {PARKED_SLOT}", _UNPARKED)};
+{move_rows(f"r.slot = {PARKED_SLOT}", BY_ID)};
 DROP TABLE {PARKED_TABLE};
 """

@@ -67,6 +67,29 @@ INSERT_SLOT = f"""mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('{T
     / {SLOT_SPAN}, {RING_SLOTS})"""
 
 
+#: Where a moved row ``m`` goes by its job id and ``run_after``: a ring slot, or the later
+#: partition.
+BY_ID = "pgqueue_ready_slot(m.job_id, m.run_after)"
+#: The rows the CTEs of :func:`delete_taken` deleted (with ``returning``), as one: ``m``.
+TAKEN = "(" + " UNION ALL ".join(f"SELECT * FROM taken_{s}" for s in range(RING_SLOTS)) + ") m"
+
+
+def insert_moved(slot: str, rows: str = "m") -> str:
+    """Insert ready rows again (``rows``: a from-item whose rows are ``m``), in ``slot`` (an
+    SQL expression, of ``m``)."""
+    moved = ", ".join(f"m.{c}" for c in COLUMNS)
+    return f"""INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+SELECT {slot}, m.job_id, {moved} FROM {rows}"""
+
+
+def move_rows(where: str, slot: str) -> str:
+    """Move the ready rows ``r`` that ``where`` picks to ``slot`` (of the moved row ``m``)."""
+    return f"""
+WITH m AS (DELETE FROM {READY_TABLE} r WHERE {where} RETURNING r.*)
+{insert_moved(slot)}
+"""
+
+
 #: Due rows of the later partition move into the ring (any queue: whoever promotes, serves all).
 PROMOTE = f"""
 WITH due AS (
