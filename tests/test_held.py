@@ -22,6 +22,7 @@ from tests.utils import (
     busiest_window,
     migrated_back_to,
     most_overlapping,
+    rows_ever_held,
     run_threads,
     runs,
     runs_by_key,
@@ -49,17 +50,6 @@ def rows_by_key() -> dict[tuple[str | None, str], int]:
             [ready.LATER_SLOT, ready.PARKED_SLOT, ready.HELD_SLOT],
         )
         return {(key, where): count for key, where, count in cursor.fetchall()}
-
-
-def rows_ever_held() -> int:
-    """Rows inserted into the held partition so far (the server's statistics: a worker's
-    backend reports them by the time it has exited)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = %s", [ready.HELD_TABLE]
-        )
-        return int(cursor.fetchone()[0])
 
 
 def db() -> operations.DjangoDatabase:

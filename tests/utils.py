@@ -216,6 +216,19 @@ def migrated_back_to(migration: str) -> Any:
         call_command("migrate", "django_pgqueue", verbosity=0)
 
 
+def rows_ever_held() -> int:
+    """Rows inserted into the ready ring's held partition so far (the server's statistics: a
+    worker's backend reports them by the time it has exited)."""
+    from django_pgqueue.sql import ready
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = %s", [ready.HELD_TABLE]
+        )
+        return int(cursor.fetchone()[0])
+
+
 def runs(table: str) -> list[tuple[str, float, float]]:
     """The finished runs the ``probe`` jobs recorded in ``table``: (key, started, ended)."""
     with connection.cursor() as cursor:

@@ -9,17 +9,23 @@ never truncated either. So the ring keeps only the first few rows of a group wit
 (:func:`kept`: a few more than twice what it may start at once), in the claims' order, and the
 rest wait in ``pgqueue_ready_held`` (slot -3, since ``0009_ready_held``), which no claim reads
 (claims read ``slot >= 0``). A row's group (:func:`group`) is its concurrency key, else its
-rate key; rows with neither are never held.
+rate key. A row with neither belongs to its queue's group if the queue has limits of its own
+(``limit_queue``: since ``0011_ready_held_queues``; 20,000 jobs waiting behind a full queue
+cost every limited claim 70-86 ms), and is never held otherwise.
 
 * The workers' upkeep (:data:`SWEEP`, with the promotion, about once a second per worker)
   holds a group's ring rows beyond its first :func:`kept` once it has twice that many (a batch
   at a time, by ``ctid``), and tops a group's ring rows up from its held ones when fewer are
   left: after ready rows were deleted for jobs no longer runnable, or while a rate key's long
   jobs run. Held rows of paused queues stay.
-* A job of a group leaving ``running`` (finished, failed, retried, handed back, deleted) puts
-  the group's next held row into the ring, in its own transaction (the trigger
+* A job of a key's group leaving ``running`` (finished, failed, retried, handed back, deleted)
+  puts the group's next held row into the ring, in its own transaction (the trigger
   ``pgqueue_job_ready_refill``): as many rows come back as leave, and a hot key runs as fast
   as before. Nothing fires for a job with neither key.
+* A queue's group is refilled by the limited claim instead (``sql.limits``): the claim that
+  takes jobs of a queue's group puts as many of its held rows back, in the same statement. A
+  trigger on every finish would cost every job of every queue; the claims that take a limited
+  queue's jobs are few, and they are the ones that know.
 * Put-back rows go to the slot inserts go to now, so they drain with the newest rows and never
   keep an old slot from being truncated.
 
@@ -27,15 +33,13 @@ Within a group, jobs start in the claims' order (priority, ``run_after``, id) as
 are held from the end of the group's order and put back from the front. The exception: a job
 enqueued into the ring while better ones of its group are held may start before them if the
 group's ring rows run out before the next are put back (after many of them were cancelled).
-Jobs held back by their queue's own limits stay in the ring: a queue's rows have no key whose
-finish could put them back without a trigger call on every job.
 """
 
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE
-from django_pgqueue.sql.limits import WINDOW_TABLE
-from django_pgqueue.sql.queues import not_paused
+from django_pgqueue.sql.limits import QUEUE_HELD_INDEX, WINDOW_TABLE, keyless
+from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
 from django_pgqueue.sql.ready import (
     BY_ID,
     COLUMNS,
@@ -82,6 +86,16 @@ def kept(grp: str, limit: str, rate_key: str) -> str:
         END)"""
 
 
+#: A queue's group (rows with neither key, of a queue with limits of its own) keeps the same
+#: few rows besides twice what the queue may start at once: its ``concurrency_limit`` or its
+#: window's starts, the larger.
+_LIMITED_QUEUES = f"""limited_queues AS MATERIALIZED (
+    SELECT q.name, q.paused, ({KEPT_PER_KEY} + 2 * greatest(
+        coalesce(q.concurrency_limit, 1), coalesce(w.starts, 1))) AS kept
+    FROM {QUEUE_TABLE} q LEFT JOIN {WINDOW_TABLE} w ON w.id = 'queue:' || q.name
+    WHERE q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL
+)"""
+
 # The upkeep holds the ring rows of groups beyond their first :func:`kept`, a batch at a time
 # (the parameter), for groups with more than twice that many (found on the ring's partial
 # index of grouped rows): a group whose finishes and enqueues keep it near :func:`kept` is left
@@ -96,14 +110,28 @@ _HOLD = f"""counted AS MATERIALIZED (
     SELECT c.grp, k.kept FROM counted c
     CROSS JOIN LATERAL (SELECT {kept("c.grp", "c.climit", "c.rkey")} AS kept) k
     WHERE c.n > 2 * k.kept
+), queues_over AS MATERIALIZED (
+    SELECT l.name, l.kept FROM limited_queues l
+    WHERE NOT l.paused AND (
+        SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
+                              WHERE r.slot >= 0 AND r.queue = l.name AND {keyless("r.")}
+                              LIMIT 2 * l.kept + 1) ring) > 2 * l.kept
 ), gone AS MATERIALIZED (
-    SELECT e.slot, e.row_id FROM over o CROSS JOIN LATERAL (
+    (SELECT e.slot, e.row_id FROM over o CROSS JOIN LATERAL (
         SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
         WHERE r.slot >= 0 AND {grouped("r.")} AND {group("r.")} = o.grp
         {_ORDER}
         OFFSET o.kept LIMIT %(batch)s
         FOR UPDATE SKIP LOCKED) e
-    LIMIT %(batch)s
+    LIMIT %(batch)s)
+    UNION ALL
+    (SELECT e.slot, e.row_id FROM queues_over o CROSS JOIN LATERAL (
+        SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
+        WHERE r.slot >= 0 AND r.queue = o.name AND {keyless("r.")}
+        {_ORDER}
+        OFFSET o.kept LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED) e
+    LIMIT %(batch)s)
 ){delete_taken("gone", returning=True)}, held_now AS (
     {insert_moved(str(HELD_SLOT), TAKEN)}
 )"""
@@ -131,10 +159,29 @@ _REFILL = f"""held_groups AS (
         FROM {HELD_TABLE} h
         WHERE {grouped("h.")} AND {group("h.")} = g.grp {_ORDER} LIMIT 1) first
     WHERE g.grp IS NOT NULL AND {not_paused("first.queue")}
+), held_queues AS (
+    -- The queues with held rows of neither key, by a skip scan of {QUEUE_HELD_INDEX}.
+    (SELECT queue FROM {HELD_TABLE} WHERE {keyless()} ORDER BY 1 LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.queue FROM {HELD_TABLE} h
+            WHERE {keyless("h.")} AND h.queue > g.queue ORDER BY 1 LIMIT 1)
+    FROM held_queues g WHERE g.queue IS NOT NULL
+), queues_short AS MATERIALIZED (
+    -- A queue without limits any more gets every held row back, a batch at a time.
+    SELECT g.queue, CASE WHEN l.name IS NULL THEN %(batch)s ELSE l.kept - (
+        SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
+                              WHERE r.slot >= 0 AND r.queue = g.queue AND {keyless("r.")}
+                              LIMIT l.kept) ring) END AS room
+    FROM held_queues g LEFT JOIN limited_queues l ON l.name = g.queue
+    WHERE g.queue IS NOT NULL AND {not_paused("g.queue")}
 ), m AS (
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(
         SELECT x.ctid FROM short s CROSS JOIN LATERAL (
             SELECT ctid FROM {HELD_TABLE} WHERE {GROUPED} AND {group()} = s.grp {_ORDER}
+            LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x
+        UNION ALL
+        SELECT x.ctid FROM queues_short s CROSS JOIN LATERAL (
+            SELECT ctid FROM {HELD_TABLE} WHERE {keyless()} AND queue = s.queue {_ORDER}
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), back AS (
@@ -146,7 +193,7 @@ _REFILL = f"""held_groups AS (
 #: either held, having more than twice its kept rows, or topped up, having fewer than them);
 #: returns how many rows went back into the ring.
 SWEEP = f"""
-WITH RECURSIVE {_HOLD}, {_REFILL}
+WITH RECURSIVE {_LIMITED_QUEUES}, {_HOLD}, {_REFILL}
 SELECT count(*) FROM back
 """
 
@@ -196,4 +243,17 @@ DROP FUNCTION pgqueue_ready_refill();
 {move_rows(f"r.slot = {HELD_SLOT}", BY_ID)};
 DROP TABLE {HELD_TABLE};
 DROP INDEX {READY_TABLE}_group;
+"""
+
+
+#: ``0011_ready_held_queues``: the held rows of a queue's group, in the claims' order (the
+#: limited claim puts them back from the front; the upkeep finds the queues that have some).
+ADD_HELD_QUEUES = f"""
+CREATE INDEX {QUEUE_HELD_INDEX} ON {HELD_TABLE} (queue, priority DESC, run_after, job_id)
+    WHERE {keyless()};
+"""
+
+REMOVE_HELD_QUEUES = f"""
+{move_rows(f"r.slot = {HELD_SLOT} AND {keyless('r.')}", BY_ID)};
+DROP INDEX {QUEUE_HELD_INDEX};
 """

@@ -11,6 +11,8 @@ statement otherwise), in one transaction of two statements:
    the same statement records their starts in the rate windows and gives each keyed job a
    free place (``concurrency_slot``) among its key's ``concurrency_limit``; the partial unique
    index on (key, place) of running jobs refuses two jobs in one place whatever happens.
+   It also puts back as many held rows of a limited queue as it took of the queue's ring rows
+   (``sql.held``): the queue's backlog waits out of the ring, a few rows kept in it.
 
 A rate window (``pgqueue_rate_window``) keeps the last ``starts`` start times of its key: a
 job may start while fewer than ``starts`` of them are younger than ``period`` seconds, so no
@@ -23,7 +25,13 @@ from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
-from django_pgqueue.sql.ready import READY_TABLE, delete_taken
+from django_pgqueue.sql.ready import (
+    HELD_TABLE,
+    INSERT_SLOT,
+    READY_TABLE,
+    delete_taken,
+    insert_moved,
+)
 from django_pgqueue.states import JobStatus
 
 WINDOW_TABLE = "pgqueue_rate_window"
@@ -31,6 +39,16 @@ WINDOW_TABLE = "pgqueue_rate_window"
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
 _PENDING = f"'{JobStatus.PENDING.value}'"
 _NOW = "statement_timestamp()"
+
+
+#: The held partition's index of queue groups (``sql.held``, ``0011_ready_held_queues``).
+QUEUE_HELD_INDEX = f"{HELD_TABLE}_queue"
+
+
+def keyless(row: str = "") -> str:
+    """Whether a ready row (``row``: its alias, with the dot) has neither a concurrency key nor
+    a rate key: held, if ever, in its queue's group (``sql.held``)."""
+    return f"({row}concurrency_key IS NULL AND {row}rate_key IS NULL)"
 
 
 def key_window(rate_key: str) -> str:
@@ -178,7 +196,8 @@ WITH candidates AS MATERIALIZED ({{fresh}}
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
     ) p
 ), picked AS MATERIALIZED (
-    SELECT e.id, e.slot, e.row_id, e.queue, e.rate_key, pl.place FROM eligible e
+    SELECT e.id, e.slot, e.row_id, e.queue, e.concurrency_key, e.rate_key, pl.place
+    FROM eligible e
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
     ORDER BY e.ord, e.priority DESC, e.run_after, e.id
@@ -189,7 +208,18 @@ WITH candidates AS MATERIALIZED ({{fresh}}
     {_record_starts("queue:", "queue")}
 ), gone AS (
     SELECT slot, row_id FROM picked UNION ALL SELECT slot, row_id FROM checked WHERE NOT runnable
-){delete_taken("gone")}
+){delete_taken("gone")}, refill AS (
+    -- As many held rows of a queue's group as it took of them come back (``sql.held``).
+    DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM (SELECT queue, count(*) AS n FROM picked WHERE {keyless()}
+                            GROUP BY queue) p
+        CROSS JOIN LATERAL (
+            SELECT ctid FROM {HELD_TABLE} WHERE queue = p.queue AND {keyless()}
+            ORDER BY priority DESC, run_after, job_id LIMIT p.n FOR UPDATE SKIP LOCKED) x))
+    RETURNING h.*
+), refilled AS (
+    {insert_moved(INSERT_SLOT, "refill m")}
+)
 UPDATE {TABLE} j SET
     status = {_RUNNING},
     attempts = least(j.attempts, 2147483646) + 1,
