@@ -63,10 +63,11 @@ KEPT_PER_KEY = 8
 
 
 def group(row: str = "") -> str:
-    """The group a ready row (or job: ``row`` is its alias, with the dot) is held in: ``c:``
-    and its concurrency key, else ``r:`` and its rate key, else NULL (never held). The
-    expression of the partial index ``pgqueue_ready_group``, word for word, with
-    :data:`GROUPED` (the index's predicate) beside it."""
+    """The key group a ready row (or job: ``row`` is its alias, with the dot) is held in:
+    ``c:`` and its concurrency key, else ``r:`` and its rate key, else NULL (held, if at all,
+    in its queue's group: ``limits.keyless``). The expression of the partial index
+    ``pgqueue_ready_group``, word for word, with :data:`GROUPED` (the index's predicate)
+    beside it."""
     return f"coalesce('c:' || {row}concurrency_key, 'r:' || {row}rate_key)"
 
 
