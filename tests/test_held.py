@@ -8,7 +8,6 @@ only: where rows are, what claims take, what runs; never timings.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
@@ -19,9 +18,13 @@ from django_pgqueue.sql import held as held_sql
 from django_pgqueue.sql import ready
 from tests.testapp import jobs
 from tests.utils import (
+    assert_worker_runs_backlog_in_order,
     busiest_window,
+    enqueue_backlog,
+    finish_completed,
     migrated_back_to,
     most_overlapping,
+    ready_rows,
     rows_ever_held,
     run_threads,
     runs,
@@ -42,14 +45,8 @@ KEPT_RATE = held_sql.KEPT_PER_KEY + 2 * 10
 
 
 def rows_by_key() -> dict[tuple[str | None, str], int]:
-    """Ready rows per (concurrency key, where): ``ring``, ``later``, ``parked`` or ``held``."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT concurrency_key, CASE slot WHEN %s THEN 'later' WHEN %s THEN 'parked' "
-            "WHEN %s THEN 'held' ELSE 'ring' END, count(*) FROM pgqueue_ready GROUP BY 1, 2",
-            [ready.LATER_SLOT, ready.PARKED_SLOT, ready.HELD_SLOT],
-        )
-        return {(key, where): count for key, where, count in cursor.fetchall()}
+    """Ready rows per (concurrency key, where)."""
+    return ready_rows("concurrency_key")
 
 
 def db() -> operations.DjangoDatabase:
@@ -64,42 +61,29 @@ def claim(limit: int = 256, *, controlled: bool = False) -> list[Job]:
     )[0]
 
 
-def finish(batch: list[Job], *, delete: bool = False) -> None:
-    now = datetime.now(UTC)
-    outcomes = [operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch]
-    assert len(operations.finish(db(), "w", outcomes, delete_completed=delete)) == len(batch)
-
-
 def keyed(key: str = "k", priority: int = 0):
     return jobs.noop.using(concurrency_key=key, priority=priority)
-
-
-def enqueue_backlog(key: str = "k") -> list[int]:
-    """100 jobs of ``key`` at three priorities; returns their ids in the order they should
-    run (priority, then enqueue order)."""
-    batches = [(0, 25), (5, 25), (0, 25), (10, 25)]
-    ids = [(p, pk) for p, n in batches for pk in keyed(key, p).enqueue_many([()] * n)]
-    return [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
 
 
 def test_a_busy_keys_backlog_waits_held_and_runs_in_order_exactly_once():
     keyed().enqueue()
     [running] = claim()
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(keyed())
     free = jobs.noop.enqueue_many([()] * 5)
     operations.sweep_held(db())
     assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): 100 - KEPT, (None, "ring"): 5}
 
     # The key is busy: claims take the other jobs and step over only the key's kept rows.
     assert sorted(j.pk for j in claim()) == sorted(free)
-    finish([running])  # the key's next held row takes the finished job's place in the ring
+    # The key's next held row takes the finished job's place in the ring.
+    finish_completed([running])
     assert rows_by_key() == {("k", "ring"): KEPT + 1, ("k", "held"): 100 - KEPT - 1}
 
     ran: list[int] = []
     while batch := claim():
         assert len(batch) == 1  # one at a time: the key's limit
         ran += [j.pk for j in batch]
-        finish(batch)
+        finish_completed(batch)
     assert ran == expected
     assert rows_by_key() == {}
 
@@ -123,7 +107,7 @@ def test_the_upkeep_holds_a_batch_at_a_time_and_leaves_a_key_near_its_kept_rows_
 def test_the_upkeep_puts_back_rows_of_a_key_whose_ring_rows_went_away():
     """Ready rows of jobs cancelled in the meantime are deleted by the claim, not run: with
     nothing of the key running, no finish puts its next held row back, the upkeep does."""
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(keyed())
     operations.sweep_held(db())
     Job.objects.filter(pk__in=expected[:KEPT]).cancel()
     assert claim() == []  # deletes the cancelled jobs' rows; the key has nothing in the ring
@@ -144,14 +128,14 @@ def test_a_full_rate_windows_backlog_waits_held_and_each_start_comes_back():
     assert claim(controlled=True) == []  # the window is full: nothing more to take
     assert operations.sweep_held(db()) == 10  # still running: topped up by the upkeep
     assert rows_by_key() == {(None, "ring"): KEPT_RATE, (None, "held"): 90 - KEPT_RATE}
-    finish(started)  # and each finish puts one back
+    finish_completed(started)  # and each finish puts one back
     assert rows_by_key() == {(None, "ring"): KEPT_RATE + 10, (None, "held"): 80 - KEPT_RATE}
 
 
 def test_a_held_job_changed_deleted_or_finished_leaves_no_stray_row():
     keyed().enqueue()
     [running] = claim()
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(keyed())
     operations.sweep_held(db())
     # A held job given the top priority: its held row is replaced by a ring row.
     urgent, gone = expected[-1], expected[-2]
@@ -164,12 +148,12 @@ def test_a_held_job_changed_deleted_or_finished_leaves_no_stray_row():
         assert cursor.fetchall() == [(urgent, True)]
     assert rows_by_key() == {("k", "ring"): KEPT + 1, ("k", "held"): 100 - KEPT - 2}
     # A running job of the key deleted as it finishes (results not kept) puts one back too.
-    finish([running], delete=True)
+    finish_completed([running], delete=True)
     assert rows_by_key() == {("k", "ring"): KEPT + 2, ("k", "held"): 100 - KEPT - 3}
     ran: list[int] = []
     while batch := claim():
         ran += [j.pk for j in batch]
-        finish(batch)
+        finish_completed(batch)
     assert ran[0] == urgent
     assert sorted(ran) == sorted(set(expected) - {gone})
     assert rows_by_key() == {}
@@ -185,11 +169,11 @@ def test_a_slot_holding_a_busy_keys_backlog_is_truncated_all_the_same():
     first_slot = (backlog[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
     truncated_once_inserts_move_past(first_slot)  # the upkeep on the way holds the backlog
     assert rows_by_key() == {("k", "ring"): KEPT, ("k", "held"): len(backlog) - KEPT}
-    finish([running])
+    finish_completed([running])
     ran: list[int] = []
     while batch := claim():
         ran += [j.pk for j in batch]
-        finish(batch)
+        finish_completed(batch)
     assert ran == backlog
 
 
@@ -206,28 +190,11 @@ def test_held_rows_go_back_to_the_ring_through_the_migration_and_are_held_again(
 
 
 def test_a_worker_holds_a_keys_backlog_and_runs_it_one_at_a_time_in_order(probe_table):
-    keyed_probe = jobs.probe.using(concurrency_key="t")
-    ids = [
-        (p, pk)
-        for p in (0, 3, 0)
-        for pk in keyed_probe.using(priority=p).enqueue_many([(probe_table, "t", 0.02)] * 20)
-    ]
-    expected = [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
-    free = jobs.probe.enqueue_many([(probe_table, "free", 0.02)] * 20)
-    proc = start_worker("--threads", "4", env=worker_env())
-    try:
-        wait_until(lambda: rows_by_key().get(("t", "held"), 0) > 0)
-        wait_until(lambda: len(runs(probe_table)) == 80, timeout=120)
-    finally:
-        text = stop(proc)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT job_id FROM {probe_table} WHERE key = 't' ORDER BY started")
-        assert [pk for (pk,) in cursor.fetchall()] == expected, text
-    by_key = runs_by_key(probe_table)
-    assert most_overlapping(by_key["t"]) == 1
-    assert len(by_key["free"]) == len(free)
-    assert not Job.objects.exclude(status="completed").exists()
-    assert rows_by_key() == {}
+    assert_worker_runs_backlog_in_order(
+        probe_table,
+        jobs.probe.using(concurrency_key="t"),
+        lambda: rows_by_key().get(("t", "held"), 0) > 0,
+    )
 
 
 def test_a_worker_runs_a_held_rate_backlog_within_its_rate(probe_table):

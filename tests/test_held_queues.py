@@ -9,20 +9,21 @@ within its limits, each exactly once. Behaviour only, never timings.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
 
 from django_pgqueue import limit_queue, operations, pause_queue, resume_queue
 from django_pgqueue.models import Job
 from django_pgqueue.sql import held as held_sql
 from django_pgqueue.sql import limits as limits_sql
-from django_pgqueue.sql import ready
 from tests.testapp import jobs
 from tests.utils import (
+    assert_worker_runs_backlog_in_order,
+    enqueue_backlog,
+    finish_completed,
     migrated_back_to,
     most_overlapping,
+    ready_rows,
     rows_ever_held,
     run_threads,
     runs,
@@ -40,14 +41,8 @@ KEPT = held_sql.KEPT_PER_KEY + 2 * 2
 
 
 def rows_by_queue() -> dict[tuple[str, str], int]:
-    """Ready rows per (queue, where): ``ring``, ``later``, ``parked`` or ``held``."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT queue, CASE slot WHEN %s THEN 'later' WHEN %s THEN 'parked' "
-            "WHEN %s THEN 'held' ELSE 'ring' END, count(*) FROM pgqueue_ready GROUP BY 1, 2",
-            [ready.LATER_SLOT, ready.PARKED_SLOT, ready.HELD_SLOT],
-        )
-        return {(queue, where): count for queue, where, count in cursor.fetchall()}
+    """Ready rows per (queue, where)."""
+    return ready_rows("queue")
 
 
 def db() -> operations.DjangoDatabase:
@@ -60,27 +55,12 @@ def claim(limit: int = 256) -> list[Job]:
     return operations.claim_counted(db(), "w", None, limit, 60.0, reclaim=False, controlled=True)[0]
 
 
-def finish(batch: list[Job]) -> None:
-    now = datetime.now(UTC)
-    outcomes = [operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch]
-    assert len(operations.finish(db(), "w", outcomes, delete_completed=False)) == len(batch)
-
-
-def enqueue_backlog(queue: str = "lim") -> list[int]:
-    """100 jobs of ``queue`` at three priorities; returns their ids in the order they should
-    run (priority, then enqueue order)."""
-    batches = [(0, 25), (5, 25), (0, 25), (10, 25)]
-    ids = [
-        (p, pk)
-        for p, n in batches
-        for pk in jobs.noop.using(queue=queue, priority=p).enqueue_many([()] * n)
-    ]
-    return [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
+LIM = jobs.noop.using(queue="lim")
 
 
 def test_a_limited_queues_backlog_waits_held_and_each_claim_puts_back_what_it_took():
     limit_queue("lim", concurrency_limit=2)
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(LIM)
     free = jobs.noop.enqueue_many([()] * 5)
     operations.sweep_held(db())
     assert rows_by_queue() == {
@@ -98,9 +78,9 @@ def test_a_limited_queues_backlog_waits_held_and_each_claim_puts_back_what_it_to
     assert claim() == []  # the queue is full: claims step over its KEPT rows only
 
     batch = [j for j in first if j.queue == "lim"]
-    finish([j for j in first if j.queue == "default"])
+    finish_completed([j for j in first if j.queue == "default"])
     while batch:
-        finish(batch)
+        finish_completed(batch)
         batch = claim()
         assert len(batch) <= 2  # the queue's limit
         ran += [j.pk for j in batch]
@@ -111,7 +91,7 @@ def test_a_limited_queues_backlog_waits_held_and_each_claim_puts_back_what_it_to
 def test_a_rate_limited_queue_keeps_twice_its_windows_starts_in_the_ring():
     limit_queue("lim", rate_limit="10/s")
     kept = held_sql.KEPT_PER_KEY + 2 * 10
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(LIM)
     operations.sweep_held(db())
     assert rows_by_queue() == {("lim", "ring"): kept, ("lim", "held"): 100 - kept}
     assert [j.pk for j in claim()] == expected[:10]  # the window's starts
@@ -121,7 +101,7 @@ def test_a_rate_limited_queue_keeps_twice_its_windows_starts_in_the_ring():
 
 def test_lifted_limits_put_every_held_row_back_a_batch_at_a_time():
     limit_queue("lim", concurrency_limit=2)
-    enqueue_backlog()
+    enqueue_backlog(LIM)
     operations.sweep_held(db())
     limit_queue("lim")  # no limits: nothing to hold them for
     assert operations.sweep_held(db(), batch=50) == 50
@@ -133,7 +113,7 @@ def test_the_upkeep_puts_back_rows_of_a_queue_whose_ring_rows_went_away():
     """Ready rows of jobs cancelled in the meantime are deleted by the claim, not run, and
     put nothing back: the upkeep tops the queue's ring rows up."""
     limit_queue("lim", concurrency_limit=2)
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(LIM)
     operations.sweep_held(db())
     Job.objects.filter(pk__in=expected[:KEPT]).cancel()
     assert claim() == []
@@ -144,7 +124,7 @@ def test_the_upkeep_puts_back_rows_of_a_queue_whose_ring_rows_went_away():
 
 def test_a_paused_limited_queue_keeps_its_held_rows_until_resumed():
     limit_queue("lim", concurrency_limit=2)
-    expected = enqueue_backlog()
+    expected = enqueue_backlog(LIM)
     operations.sweep_held(db())
     pause_queue("lim")
     operations.sweep_held(db())  # nothing of a paused queue is topped up or held
@@ -157,7 +137,7 @@ def test_a_paused_limited_queue_keeps_its_held_rows_until_resumed():
 
 def test_held_queue_rows_go_back_to_the_ring_through_the_migration_and_are_held_again():
     limit_queue("lim", concurrency_limit=2)
-    enqueue_backlog()
+    enqueue_backlog(LIM)
     operations.sweep_held(db())
     with migrated_back_to("0010") as cursor:
         assert rows_by_queue() == {("lim", "ring"): 100}
@@ -169,28 +149,11 @@ def test_held_queue_rows_go_back_to_the_ring_through_the_migration_and_are_held_
 
 def test_a_worker_holds_a_limited_queues_backlog_and_runs_it_in_order(probe_table):
     limit_queue("lim", concurrency_limit=1)
-    lim = jobs.probe.using(queue="lim")
-    ids = [
-        (p, pk)
-        for p in (0, 3, 0)
-        for pk in lim.using(priority=p).enqueue_many([(probe_table, "lim", 0.02)] * 20)
-    ]
-    expected = [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
-    free = jobs.probe.enqueue_many([(probe_table, "free", 0.02)] * 20)
-    proc = start_worker("--threads", "4", env=worker_env())
-    try:
-        wait_until(lambda: rows_by_queue().get(("lim", "held"), 0) > 0)
-        wait_until(lambda: len(runs(probe_table)) == 80, timeout=120)
-    finally:
-        text = stop(proc)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT job_id FROM {probe_table} WHERE key = 'lim' ORDER BY started")
-        assert [pk for (pk,) in cursor.fetchall()] == expected, text
-    by_key = runs_by_key(probe_table)
-    assert most_overlapping(by_key["lim"]) == 1
-    assert len(by_key["free"]) == len(free)
-    assert not Job.objects.exclude(status="completed").exists()
-    assert rows_by_queue() == {}
+    assert_worker_runs_backlog_in_order(
+        probe_table,
+        jobs.probe.using(queue="lim"),
+        lambda: rows_by_queue().get(("lim", "held"), 0) > 0,
+    )
 
 
 def test_a_limited_queues_backlog_under_load_runs_every_job_once_within_its_limit(probe_table):

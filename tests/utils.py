@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,69 @@ def migrated_back_to(migration: str) -> Any:
             yield cursor
     finally:
         call_command("migrate", "django_pgqueue", verbosity=0)
+
+
+def ready_rows(column: str) -> dict[tuple[Any, str], int]:
+    """Ready rows per (their ``column``, where): ``ring``, ``later``, ``parked`` or ``held``."""
+    from django_pgqueue.sql import ready
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {column}, CASE slot WHEN %s THEN 'later' WHEN %s THEN 'parked' "
+            "WHEN %s THEN 'held' ELSE 'ring' END, count(*) FROM pgqueue_ready GROUP BY 1, 2",
+            [ready.LATER_SLOT, ready.PARKED_SLOT, ready.HELD_SLOT],
+        )
+        return {(value, where): count for value, where, count in cursor.fetchall()}
+
+
+def enqueue_backlog(handle: Any) -> list[int]:
+    """100 no-argument jobs of ``handle`` at three priorities; returns their ids in the order
+    they should run (priority, then enqueue order)."""
+    batches = [(0, 25), (5, 25), (0, 25), (10, 25)]
+    ids = [(p, pk) for p, n in batches for pk in handle.using(priority=p).enqueue_many([()] * n)]
+    return [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
+
+
+def finish_completed(batch: list[Any], *, delete: bool = False) -> None:
+    """Write ``batch`` (jobs claimed by worker ``w``) back completed."""
+    from django_pgqueue import operations
+
+    now = datetime.now(UTC)
+    outcomes = [operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch]
+    written = operations.finish(
+        operations.DjangoDatabase("default"), "w", outcomes, delete_completed=delete
+    )
+    assert len(written) == len(batch)
+
+
+def assert_worker_runs_backlog_in_order(probe_table: str, handle: Any, held: Callable[[], bool]):
+    """A ``run_jobs`` worker (4 threads) runs 60 ``probe`` jobs of ``handle`` (three
+    priorities) and 20 free ones: ``held()`` turns true on the way (rows were held), and the
+    backlog runs one at a time, in priority order, each job once, leaving no ready row."""
+    from django_pgqueue.models import Job
+    from tests.testapp import jobs
+
+    ids = [
+        (p, pk)
+        for p in (0, 3, 0)
+        for pk in handle.using(priority=p).enqueue_many([(probe_table, "backlog", 0.02)] * 20)
+    ]
+    expected = [pk for _, pk in sorted(ids, key=lambda item: (-item[0], item[1]))]
+    jobs.probe.enqueue_many([(probe_table, "free", 0.02)] * 20)
+    proc = start_worker("--threads", "4", env=worker_env())
+    try:
+        wait_until(held)
+        wait_until(lambda: len(runs(probe_table)) == 80, timeout=120)
+    finally:
+        text = stop(proc)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT job_id FROM {probe_table} WHERE key = 'backlog' ORDER BY started")
+        assert [pk for (pk,) in cursor.fetchall()] == expected, text
+    by_key = runs_by_key(probe_table)
+    assert most_overlapping(by_key["backlog"]) == 1
+    assert len(by_key["free"]) == 20
+    assert not Job.objects.exclude(status="completed").exists()
+    assert ready_rows("queue") == {}
 
 
 def rows_ever_held() -> int:
