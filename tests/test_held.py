@@ -11,6 +11,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_pgqueue import operations
 from django_pgqueue.models import Job
@@ -102,6 +103,19 @@ def test_the_upkeep_holds_a_batch_at_a_time_and_leaves_a_key_near_its_kept_rows_
     assert rows_by_key() == settled
     operations.sweep_held(db(), batch=20)  # not more than twice the kept rows: left alone
     assert rows_by_key() == settled
+
+
+def test_the_upkeep_sweeps_only_when_a_key_or_a_held_row_is_in_sight():
+    def swept() -> bool:
+        with CaptureQueriesContext(connection) as queries:
+            operations.sweep_held(db())
+        return any("held_groups" in q["sql"] for q in queries.captured_queries)
+
+    jobs.noop.enqueue_many([()] * (2 * KEPT + 1))  # no key, no limited queue: nothing to do
+    assert not swept()
+    keyed().enqueue_many([()] * (2 * KEPT + 1))
+    assert swept()
+    assert rows_by_key()[("k", "held")] == KEPT + 1
 
 
 def test_the_upkeep_puts_back_rows_of_a_key_whose_ring_rows_went_away():

@@ -58,10 +58,16 @@ def sweep_parked(db: Database, batch: int = PROMOTE_BATCH) -> int:
 
 
 def sweep_held(db: Database, batch: int = PROMOTE_BATCH) -> int:
-    """Hold the ring rows of concurrency and rate keys beyond the few the ring keeps of each
-    (at most ``batch``, the rest at the next call), and put back held rows of keys with fewer
-    left in the ring. Returns how many went back into the ring: claimable now."""
+    """Hold the ring rows of concurrency and rate keys, and of queues with limits of their own,
+    beyond the few the ring keeps of each (at most ``batch``, the rest at the next call), and
+    put back held rows of those with fewer left in the ring. Returns how many went back into
+    the ring: claimable now.
+
+    A probe first (``SWEEP_DUE``): with no key or limited queue in sight, nothing else runs."""
     with db.cursor() as cursor:
+        cursor.execute(held_sql.SWEEP_DUE)
+        if not cursor.fetchone()[0]:
+            return 0
         cursor.execute(held_sql.SWEEP, {"batch": batch})
         return int(cursor.fetchone()[0])
 

@@ -198,6 +198,19 @@ WITH RECURSIVE {_LIMITED_QUEUES}, {_HOLD}, {_REFILL}
 SELECT count(*) FROM back
 """
 
+#: Whether :data:`SWEEP` may have anything to do: a grouped row in the ring (a key that may
+#: need holding), a held row (one that may need putting back), or a queue with limits of its
+#: own. Three probes of small indexes and tables. The upkeep runs :data:`SWEEP` only then:
+#: most queues have none of these, and a worker plans that statement on its first run (7 ms
+#: on the shared server, every worker start; docs/performance.md, "Where a worker's start
+#: goes").
+SWEEP_DUE = f"""
+SELECT EXISTS (SELECT 1 FROM {READY_TABLE} r WHERE r.slot >= 0 AND {grouped("r.")})
+    OR EXISTS (SELECT 1 FROM {HELD_TABLE})
+    OR EXISTS (SELECT 1 FROM {QUEUE_TABLE}
+               WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)
+"""
+
 # A job of a group left ``running``: the group's next held row goes into the ring. By ``ctid``
 # of the held row (``SKIP LOCKED``: one an upkeep is moving is left to it).
 _WHEN_GROUPED = grouped("OLD.")
