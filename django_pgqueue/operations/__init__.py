@@ -17,8 +17,8 @@ module             owns
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
                    :func:`sweep_parked` (rows of paused queues), :func:`sweep_held` (a busy
-                   key's backlog), :class:`StaleScan` (where a worker's stale-job
-                   scan starts)
+                   key's or a limited queue's backlog), :class:`StaleScan` (where a
+                   worker's stale-job scan starts)
 ``control``        :func:`retry`, :func:`cancel` (pending: at once; running: asked to stop),
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`

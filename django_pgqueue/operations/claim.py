@@ -63,7 +63,8 @@ def claim_counted(
     (the second value): a claim that took ``limit`` rows was not short of work. ``reclaim``
     also moves due scheduled jobs into the ready ring first, and settles the parked rows (those
     of paused queues: :func:`~django_pgqueue.operations.ready.sweep_parked`) and the held ones
-    (a busy key's backlog: :func:`~django_pgqueue.operations.ready.sweep_held`).
+    (a busy key's or a limited queue's backlog:
+    :func:`~django_pgqueue.operations.ready.sweep_held`).
     ``fresh`` (after a claim of its own): at most that many runnable jobs besides the stale
     ones, and none unless the promotion moved some (default: what the stale ones left of
     ``limit``). With ``stale_scan`` (the worker's), the stale-job scan starts where the

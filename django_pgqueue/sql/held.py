@@ -87,6 +87,42 @@ def kept(grp: str, limit: str, rate_key: str) -> str:
         END)"""
 
 
+def _of_group(grp: str, row: str = "r.") -> str:
+    """A ready row (``row``: its alias, with the dot) of the key group ``grp``."""
+    return f"{grouped(row)} AND {group(row)} = {grp}"
+
+
+def _of_queue(queue: str, row: str = "r.") -> str:
+    """A ready row of the queue group of ``queue`` (neither key)."""
+    return f"{row}queue = {queue} AND {keyless(row)}"
+
+
+def _in_ring(where: str, limit: str) -> str:
+    """How many ring rows ``r`` match ``where``, counting up to ``limit`` only."""
+    return f"""(SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
+        WHERE r.slot >= 0 AND {where} LIMIT {limit}) ring)"""
+
+
+def _beyond_kept(over: str, where: str) -> str:
+    """The ring rows ``r`` matching ``where`` past the first ``kept`` of each group in
+    ``over`` (a batch at most), locked ``SKIP LOCKED``: what the upkeep holds."""
+    return f"""(SELECT e.slot, e.row_id FROM {over} o CROSS JOIN LATERAL (
+        SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
+        WHERE r.slot >= 0 AND {where}
+        {_ORDER}
+        OFFSET o.kept LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED) e
+    LIMIT %(batch)s)"""
+
+
+def _front_of_held(short: str, where: str) -> str:
+    """The first ``room`` held rows matching ``where`` of each group in ``short``, locked
+    ``SKIP LOCKED``: what the upkeep puts back."""
+    return f"""SELECT x.ctid FROM {short} s CROSS JOIN LATERAL (
+            SELECT ctid FROM {HELD_TABLE} WHERE {where} {_ORDER}
+            LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x"""
+
+
 #: A queue's group (rows with neither key, of a queue with limits of its own) keeps the same
 #: few rows besides twice what the queue may start at once: its ``concurrency_limit`` or its
 #: window's starts, the larger.
@@ -113,26 +149,11 @@ _HOLD = f"""counted AS MATERIALIZED (
     WHERE c.n > 2 * k.kept
 ), queues_over AS MATERIALIZED (
     SELECT l.name, l.kept FROM limited_queues l
-    WHERE NOT l.paused AND (
-        SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
-                              WHERE r.slot >= 0 AND r.queue = l.name AND {keyless("r.")}
-                              LIMIT 2 * l.kept + 1) ring) > 2 * l.kept
+    WHERE NOT l.paused AND {_in_ring(_of_queue("l.name"), "2 * l.kept + 1")} > 2 * l.kept
 ), gone AS MATERIALIZED (
-    (SELECT e.slot, e.row_id FROM over o CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
-        WHERE r.slot >= 0 AND {grouped("r.")} AND {group("r.")} = o.grp
-        {_ORDER}
-        OFFSET o.kept LIMIT %(batch)s
-        FOR UPDATE SKIP LOCKED) e
-    LIMIT %(batch)s)
+    {_beyond_kept("over", _of_group("o.grp"))}
     UNION ALL
-    (SELECT e.slot, e.row_id FROM queues_over o CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r
-        WHERE r.slot >= 0 AND r.queue = o.name AND {keyless("r.")}
-        {_ORDER}
-        OFFSET o.kept LIMIT %(batch)s
-        FOR UPDATE SKIP LOCKED) e
-    LIMIT %(batch)s)
+    {_beyond_kept("queues_over", _of_queue("o.name"))}
 ){delete_taken("gone", returning=True)}, held_now AS (
     {insert_moved(str(HELD_SLOT), TAKEN)}
 )"""
@@ -150,15 +171,12 @@ _REFILL = f"""held_groups AS (
             WHERE {grouped("h.")} AND {group("h.")} > g.grp ORDER BY 1 LIMIT 1)
     FROM held_groups g WHERE g.grp IS NOT NULL
 ), short AS MATERIALIZED (
-    SELECT g.grp, first.kept - (
-        SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
-                              WHERE r.slot >= 0 AND {grouped("r.")} AND {group("r.")} = g.grp
-                              LIMIT first.kept) ring) AS room
+    SELECT g.grp, first.kept - {_in_ring(_of_group("g.grp"), "first.kept")} AS room
     FROM held_groups g
     CROSS JOIN LATERAL (
         SELECT {kept("g.grp", "h.concurrency_limit", "h.rate_key")} AS kept, h.queue
         FROM {HELD_TABLE} h
-        WHERE {grouped("h.")} AND {group("h.")} = g.grp {_ORDER} LIMIT 1) first
+        WHERE {_of_group("g.grp", "h.")} {_ORDER} LIMIT 1) first
     WHERE g.grp IS NOT NULL AND {not_paused("first.queue")}
 ), held_queues AS (
     -- The queues with held rows of neither key, by a skip scan of {QUEUE_HELD_INDEX}.
@@ -169,21 +187,15 @@ _REFILL = f"""held_groups AS (
     FROM held_queues g WHERE g.queue IS NOT NULL
 ), queues_short AS MATERIALIZED (
     -- A queue without limits any more gets every held row back, a batch at a time.
-    SELECT g.queue, CASE WHEN l.name IS NULL THEN %(batch)s ELSE l.kept - (
-        SELECT count(*) FROM (SELECT 1 FROM {READY_TABLE} r
-                              WHERE r.slot >= 0 AND r.queue = g.queue AND {keyless("r.")}
-                              LIMIT l.kept) ring) END AS room
+    SELECT g.queue, CASE WHEN l.name IS NULL THEN %(batch)s
+        ELSE l.kept - {_in_ring(_of_queue("g.queue"), "l.kept")} END AS room
     FROM held_queues g LEFT JOIN limited_queues l ON l.name = g.queue
     WHERE g.queue IS NOT NULL AND {not_paused("g.queue")}
 ), m AS (
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(
-        SELECT x.ctid FROM short s CROSS JOIN LATERAL (
-            SELECT ctid FROM {HELD_TABLE} WHERE {GROUPED} AND {group()} = s.grp {_ORDER}
-            LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x
+        {_front_of_held("short", _of_group("s.grp", ""))}
         UNION ALL
-        SELECT x.ctid FROM queues_short s CROSS JOIN LATERAL (
-            SELECT ctid FROM {HELD_TABLE} WHERE {keyless()} AND queue = s.queue {_ORDER}
-            LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
+        {_front_of_held("queues_short", _of_queue("s.queue", ""))}))
     RETURNING h.*
 ), back AS (
     {insert_moved(INSERT_SLOT)}

@@ -14,8 +14,9 @@ small row in ``pgqueue_ready``, a table partitioned by ``slot``:
   read it; due rows are promoted into the ring in batches, about once a second per worker.
 * ``pgqueue_ready_parked`` (slot -2): jobs of paused queues, which no claim reads either
   (``sql.parked``).
-* ``pgqueue_ready_held`` (slot -3): the backlog of a busy concurrency or rate key beyond the
-  few rows the ring keeps of it, put back as the key's jobs finish (``sql.held``).
+* ``pgqueue_ready_held`` (slot -3): the backlog of a busy concurrency or rate key, or of a
+  queue with limits of its own, beyond the few rows the ring keeps of it, put back as the
+  key's jobs finish or as the limited claim takes the queue's (``sql.held``).
 
 A ready row copies what the claims choose by: queue, priority, run_after, concurrency key,
 and (since ``0007_ready_limits``) rate key and concurrency limit, so the limited claim

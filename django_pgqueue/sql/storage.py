@@ -6,7 +6,8 @@ plan); a sequential scan of it is a report, an export, someone's ``count(*)``. A
 query each such scan runs in up to ``1 + max_parallel_workers_per_gather`` processes, and
 where the server's CPUs are few, the queue's own backends wait for a CPU among them: four
 readers scanning the table in a loop on 2 CPUs kept twelve processes busy, and the queue's
-start latency tripled (docs/performance.md, "Reports on the job table run in one process").
+start latency p95 was 66 ms instead of 28 over ten minutes (docs/performance.md, "Reports on
+the job table run in one process").
 In one process each, the same reports take longer but leave the queue its share.
 
 ``ALTER TABLE pgqueue_job RESET (parallel_workers)`` gives the planner its choice back; the
