@@ -341,3 +341,46 @@ def test_an_idle_worker_sleeps_until_the_next_scheduled_job(tmp_path):
         assert row.started_at >= row.run_after
     finally:
         stop(proc)
+
+
+def listener_backends() -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'pgqueue listener%%' "
+            "AND datname = current_database() AND query LIKE 'LISTEN%%'"
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def completed(created: Job) -> None:
+    """Until ``created`` has run and its outcome is written (a deadline against hangs)."""
+    wait_until(lambda: Job.objects.get(pk=created.pk).status == "completed", timeout=30)
+
+
+def test_the_loop_wakes_on_its_listener_socket_and_a_lost_listener_listens_again(tmp_path):
+    # No poll and no heartbeat for ten minutes: a NOTIFY on the listener's socket is the only
+    # thing that makes the loop claim, and a job's outcome (an event from its thread) the only
+    # thing that makes it write it.
+    out = tmp_path / "out"
+    env = worker_env(
+        PGQUEUE_POLL_INTERVAL="600",
+        PGQUEUE_VISIBILITY_TIMEOUT="3600",
+        PGQUEUE_HEARTBEAT_INTERVAL="600",
+    )
+    proc = start_worker(env=env)
+    try:
+        (first_listener,) = wait_until(listener_backends)
+        # Past the worker's look at start: the jobs below are claimed because of their NOTIFY.
+        wait_until(lambda: WorkerRow.objects.filter(stopped_at__isnull=True).exists())
+        for value in ("one", "two"):
+            completed(jobs.record.enqueue(str(out), value))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [first_listener])
+        wait_until(lambda: "listener listening again" in worker_output(proc), timeout=60)
+        assert "listener lost its connection" in worker_output(proc)
+        assert wait_until(listener_backends) != [first_listener]
+        completed(jobs.record.enqueue(str(out), "three"))
+    finally:
+        log = stop(proc)  # the signal, too, ends a wait on the socket
+    assert proc.returncode == 0, log
+    assert [value for value, _ in recorded(out)] == ["one", "two", "three"]

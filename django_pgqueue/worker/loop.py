@@ -6,10 +6,11 @@ Threads of one worker process:
   to flush outcomes, heartbeat and prune, and handles shutdown. Every queue statement is an
   :mod:`django_pgqueue.operations` call on the worker's own connection, made from here.
 * ``threads`` **executors**: run one job at a time each, with their own Django connections.
-* the **listener** (unless ``PGQUEUE_LISTEN = False``): wakes the loop on NOTIFY.
+* the **listener** (unless ``PGQUEUE_LISTEN = False``): keeps a LISTEN connection open.
 
-Everything reaches the loop through one queue of events, so it sleeps in one place and wakes
-for whichever comes first: an outcome, a notification, a signal, or its own timers. Its parts:
+Everything reaches the loop through one queue of :mod:`.events`, so it sleeps in one place and
+wakes for whichever comes first: an outcome, a NOTIFY (it waits on the listener's socket), a
+signal, or its own timers. Its parts:
 :mod:`.capacity`, :mod:`.claims`, :mod:`.housekeeping` (periodic work), :mod:`.shutdown`.
 """
 
@@ -20,7 +21,7 @@ import queue as queue_module
 import socket
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django_pgqueue import operations, rules
 from django_pgqueue.conf import settings
@@ -44,6 +45,7 @@ from django_pgqueue.worker.control import (
     RunningControl,
 )
 from django_pgqueue.worker.counts import WorkerStats
+from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
 from django_pgqueue.worker.housekeeping import Housekeeping, prune
 from django_pgqueue.worker.journal import Journal
@@ -109,7 +111,7 @@ class Worker:
         self.alias = settings.DATABASE
         self.stats = WorkerStats()
 
-        self._events: queue_module.SimpleQueue[Any] = queue_module.SimpleQueue()
+        self._events = Events()
         self._connection = QueueConnection(self.alias, f"pgqueue worker {self.worker_id}")
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
         self._outcomes: list[Outcome] = []
@@ -169,6 +171,7 @@ class Worker:
                 self._listener.stop()
             self._executors.stop()
             self._connection.close()
+            self._events.close()
         logger.info(
             "Worker %s stopped: %d completed, %d retried, %d dead, %d handed back",
             self.worker_id,
@@ -318,7 +321,9 @@ class Worker:
         return max(0.0, min(deadlines) - now) if deadlines else settings.POLL_INTERVAL
 
     def _drain_events(self, timeout: float) -> None:
-        """Take every queued event; block up to ``timeout`` seconds for the first one."""
+        """Take every queued event; block up to ``timeout`` seconds for the first (or a NOTIFY)."""
+        if self._listener is not None:
+            timeout = self._listener.wait(self._events, timeout)
         try:
             event = self._events.get(timeout=timeout) if timeout > 0 else self._events.get_nowait()
         except queue_module.Empty:
