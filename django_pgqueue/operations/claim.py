@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.operations import ready
 from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
+from django_pgqueue.operations.rows import EMPTY_JSON
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import JOB_COLUMNS
 from django_pgqueue.sql import claim as sql
@@ -163,8 +164,6 @@ def locked_jobs(db: Database, worker_id: str) -> list[Job]:
 
 
 _EMPTY: dict[str, Any] = {"args": [], "kwargs": {}, "errors": [], "result": None}
-#: JSON texts decoded without ``json.loads`` (a new object each time: jobs may mutate theirs).
-_EMPTY_JSON: dict[str, Callable[[], Any]] = {"[]": list, "{}": dict}
 
 
 def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
@@ -189,7 +188,7 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
             if values[i] is None:
                 continue
             column = JOB_COLUMNS[i]
-            empty = _EMPTY_JSON.get(values[i])
+            empty = EMPTY_JSON.get(values[i])
             if empty is not None:  # no arguments, no errors yet: most rows, without a decoder
                 values[i] = empty()
                 continue

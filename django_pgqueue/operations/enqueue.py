@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django_pgqueue import rules
 from django_pgqueue.operations.db import Database, psycopg_cursor
+from django_pgqueue.operations.rows import decode_json, new_job
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import TABLE, Cursor
 from django_pgqueue.sql import enqueue as sql
@@ -65,12 +65,13 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
             cursor.execute(statement, row)
             inserted = cursor.fetchone()
             if inserted is not None:
-                job = Job(
+                job = new_job(
+                    db.alias,
                     id=inserted[0],
                     queue=queue,
                     name=spec.name,
-                    args=json.loads(args_json),
-                    kwargs=json.loads(kwargs_json),
+                    args=decode_json(args_json),
+                    kwargs=decode_json(kwargs_json),
                     status=JobStatus.PENDING,
                     priority=spec.priority,
                     run_after=inserted[1],
@@ -81,8 +82,6 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                     rate_key=spec.resolved_rate_key,
                     created_at=inserted[2],
                 )
-                job._state.adding = False
-                job._state.db = db.alias
                 job.deduplicated = False
                 for observe in observers:
                     observe(spec, args_json, kwargs_json, job.pk, job.run_after, False)
