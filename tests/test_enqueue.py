@@ -16,6 +16,7 @@ from django_pgqueue.decorators import DroppedPayloadsWarning
 from django_pgqueue.exceptions import DuplicateJobName
 from django_pgqueue.models import Job
 from django_pgqueue.operations import FEW_MAX
+from django_pgqueue.operations.rows import new_job
 from tests.testapp import jobs
 from tests.utils import run_threads
 
@@ -47,6 +48,18 @@ def test_enqueue_inserts_a_pending_row_with_the_decorator_options():
     assert row.attempts == 0
     assert created.created_at == row.created_at
     assert created.run_after == row.run_after
+
+
+def test_the_returned_job_is_the_row_as_saved():
+    created = jobs.send_welcome.enqueue(42)
+    row = Job.objects.get(pk=created.pk)
+    fields = [f.attname for f in Job._meta.concrete_fields]
+    assert [getattr(created, f) for f in fields] == [getattr(row, f) for f in fields]
+    assert created._state.adding is False and created._state.db == "default"
+    created.errors.append("mine")  # each job its own list
+    assert jobs.send_welcome.enqueue(43).errors == []
+    with pytest.raises(TypeError, match="no fields"):
+        new_job("default", id=1, queu="typo")
 
 
 def test_using_overrides_options_without_changing_the_original():

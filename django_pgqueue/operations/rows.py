@@ -1,9 +1,9 @@
 """``Job`` instances built from what the queue's statements return, on hot paths.
 
 ``Job(field=value, ...)`` looks each of the model's fields up in the keywords and falls back
-to its default by catching ``KeyError``: 16 us a job on the test machine, against 5 us for
-the same values given in field order (``Job.from_db()`` with every field, which calls
-``Job(*values)``). :func:`new_job` gives them so, with each missing field's default.
+to its default by catching ``KeyError``: 16 us a job on the test machine, against 8 us for
+the same values given in field order with the defaults filled in (:func:`new_job`, through
+``Job.from_db()`` with every field, which calls ``Job(*values)``).
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ def decode_json(text: str) -> Any:
 
 
 @functools.cache
-def _layout() -> tuple[list[str], tuple[tuple[str, Callable[[], Any]], ...]]:
-    """``Job``'s concrete fields in order: their attribute names, and each one's default."""
+def _layout() -> tuple[list[str], frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]]:
+    """``Job``'s concrete fields in order: their attribute names (a list and a set), and each
+    one's default."""
     from django_pgqueue.models import Job
 
     fields = Job._meta.concrete_fields
-    return [f.attname for f in fields], tuple((f.attname, f.get_default) for f in fields)
+    names = [f.attname for f in fields]
+    return names, frozenset(names), tuple((f.attname, f.get_default) for f in fields)
 
 
 def new_job(db: str, **values: Any) -> Job:
@@ -41,7 +43,9 @@ def new_job(db: str, **values: Any) -> Job:
     field its default."""
     from django_pgqueue.models import Job
 
-    names, defaults = _layout()
+    names, known, defaults = _layout()
+    if not known.issuperset(values):
+        raise TypeError(f"Job has no fields {sorted(set(values) - known)}")
     # All the fields, in order: from_db() passes them to Job(*values) as they are.
     return Job.from_db(
         db,
