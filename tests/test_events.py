@@ -35,27 +35,28 @@ def timed_wait(events: Events, fd: int) -> float:
     return time.monotonic() - started
 
 
+def assert_ended_by(events: Events, fd: int, action, *args) -> None:
+    """``action(*args)`` in another thread a moment into a wait on ``fd``: it ends the wait."""
+    doer = threading.Timer(0.2, action, args)
+    doer.start()
+    try:
+        assert timed_wait(events, fd) < LONG / 2
+    finally:
+        doer.join()
+
+
 def test_an_event_from_another_thread_ends_the_wait_on_a_socket(listening):
     events = Events()
-    putter = threading.Timer(0.2, events.put, ["outcome"])
-    putter.start()
-    try:
-        assert timed_wait(events, listening.pgconn.socket) < LONG / 2
-    finally:
-        putter.join()
-        events.close()
+    assert_ended_by(events, listening.pgconn.socket, events.put, "outcome")
+    events.close()
     assert events.get_nowait() == "outcome"
 
 
 def test_a_notify_ends_the_wait_and_an_event_queued_before_never_waits(listening):
     events = Events()
     with psycopg.connect(listening.info.dsn, autocommit=True) as other:
-        notifier = threading.Timer(0.2, other.execute, ["NOTIFY pgqueue_events_test, 'x'"])
-        notifier.start()
-        try:
-            assert timed_wait(events, listening.pgconn.socket) < LONG / 2
-        finally:
-            notifier.join()
+        statement = "NOTIFY pgqueue_events_test, 'x'"
+        assert_ended_by(events, listening.pgconn.socket, other.execute, statement)
     listening.pgconn.consume_input()
     notify = listening.pgconn.notifies()
     assert notify is not None and notify.extra == b"x"
