@@ -7,9 +7,9 @@ listener has a connection of its own, and turns each relevant notification into 
 event for the worker loop.
 
 The listener's thread opens the connection, subscribes, and reconnects with backoff when it is
-lost; once it listens, the worker loop waits on its socket itself (:meth:`Listener.socket`) and
-reads what arrives (:meth:`Listener.read`), so a ``NOTIFY`` wakes the thread that claims, with
-no hand-over between threads. A connection the loop finds broken goes back to the thread.
+lost; once it listens, the worker loop waits on its socket itself and reads what arrives
+(:meth:`Listener.wait`), so a ``NOTIFY`` wakes the thread that claims, with no hand-over
+between threads. A connection the loop finds broken goes back to the thread.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Listener(threading.Thread):
             self._read_at = 0.0
         now = time.monotonic()
         if now >= self._read_at:
-            self.read()
+            self._read()
             self._read_at = now + READ_INTERVAL
         return 0.0
 
@@ -94,7 +94,7 @@ class Listener(threading.Thread):
             self._give_back(exc)
             return None
 
-    def read(self) -> None:
+    def _read(self) -> None:
         """In the loop's thread: take the notifications that arrived, and act on each (wake the
         loop, a control message, schedules changed). A broken connection goes back to the
         listener's thread, which reconnects."""
