@@ -4,7 +4,7 @@ The loop waits for whichever comes first: an event put here (an outcome, a signa
 own timer, or the listener's socket becoming readable (a ``NOTIFY``). Waiting on the socket in
 the loop's own thread, not in a thread that then wakes the loop, saves a thread wake-up and a
 GIL hand-over on every pickup: after an idle pause each costs a tenth of a millisecond or more
-on a small virtual machine (docs/performance.md, "The listener's socket in the loop").
+on a small virtual machine (docs/performance.md, "The pickup after an idle pause").
 
 While the loop waits on a socket, :meth:`Events.put` also writes a byte to a pipe the loop
 waits on too, so an event never waits for the timeout; the rest of the time ``put`` is only
