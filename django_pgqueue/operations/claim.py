@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.operations import ready
 from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
-from django_pgqueue.operations.rows import EMPTY_JSON
+from django_pgqueue.operations.rows import EMPTY_JSON, job_fields
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import JOB_COLUMNS
 from django_pgqueue.sql import claim as sql
@@ -227,9 +227,7 @@ def _row_layout() -> tuple[tuple[str, ...], tuple[int, ...]]:
     had fields the claim does not return). The rows are given full length instead, the fields
     not claimed ``DEFERRED``, which is what Django would make of them.
     """
-    from django_pgqueue.models import Job
-
-    fields = tuple(f.attname for f in Job._meta.concrete_fields)
+    fields = job_fields()
     index = {column: i for i, column in enumerate(JOB_COLUMNS)}
     return fields, tuple(index.get(name, -1) for name in fields)
 

@@ -28,14 +28,20 @@ def decode_json(text: str) -> Any:
 
 
 @functools.cache
-def _layout() -> tuple[list[str], frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]]:
-    """``Job``'s concrete fields in order: their attribute names (a list and a set), and each
-    one's default."""
+def job_fields() -> tuple[str, ...]:
+    """``Job``'s concrete fields' attribute names, in order: what ``Job(*values)`` takes."""
+    from django_pgqueue.models import Job
+
+    return tuple(f.attname for f in Job._meta.concrete_fields)
+
+
+@functools.cache
+def _defaults() -> tuple[frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]]:
+    """``Job``'s field names (a set), and each field's default in order."""
     from django_pgqueue.models import Job
 
     fields = Job._meta.concrete_fields
-    names = [f.attname for f in fields]
-    return names, frozenset(names), tuple((f.attname, f.get_default) for f in fields)
+    return frozenset(job_fields()), tuple((f.attname, f.get_default) for f in fields)
 
 
 def new_job(db: str, **values: Any) -> Job:
@@ -43,12 +49,12 @@ def new_job(db: str, **values: Any) -> Job:
     field its default."""
     from django_pgqueue.models import Job
 
-    names, known, defaults = _layout()
+    known, defaults = _defaults()
     if not known.issuperset(values):
         raise TypeError(f"Job has no fields {sorted(set(values) - known)}")
     # All the fields, in order: from_db() passes them to Job(*values) as they are.
     return Job.from_db(
         db,
-        names,
+        job_fields(),
         [values[name] if name in values else default() for name, default in defaults],
     )
