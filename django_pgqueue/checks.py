@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -92,3 +93,76 @@ def check_schedules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
                 )
             )
     return warnings
+
+
+#: The storage's invariants (docs/storage.md), each with its check id.
+STORAGE_CHECKS = {
+    "stranded": (
+        "django_pgqueue.E101",
+        "pending jobs have no ready row: no claim can reach them (S1)",
+    ),
+    "duplicated": ("django_pgqueue.E102", "jobs have more than one ready row (S1)"),
+    "disagreeing": (
+        "django_pgqueue.E103",
+        "ready rows disagree with their pending job's queue, priority, run_after, keys or "
+        "limit (S2)",
+    ),
+    "orphaned": (
+        "django_pgqueue.E104",
+        "ready rows belong to jobs that are gone or not pending (S3)",
+    ),
+}
+
+
+#: Commands whose database checks leave the storage's out: they must not wait for a read of
+#: the side tables (a worker's start, a migration, however many jobs wait), and an error would
+#: stop them, when a worker repairs what the check finds by itself (docs/storage.md).
+SKIP_STORAGE_CHECK = frozenset({"migrate", "run_jobs"})
+
+
+def _running_command() -> str | None:
+    """The name of the management command these checks run in, if any (Django passes checks
+    nothing that says)."""
+    from django.core.management.base import BaseCommand
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        command = frame.f_locals.get("self")
+        if isinstance(command, BaseCommand):
+            return type(command).__module__.rpartition(".")[2]
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+@register("django_pgqueue", Tags.database)
+def check_storage(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The storage's invariants (docs/storage.md), read in one snapshot: each violated one is
+    an error naming the first jobs. Runs with ``check --database <alias>``, ``migrate`` and
+    ``run_jobs``; says nothing on a database not migrated (up to ``0012``) yet."""
+    from django_pgqueue import operations
+
+    alias = settings.DATABASE
+    if not databases or alias not in databases or _running_command() in SKIP_STORAGE_CHECK:
+        return []
+    db = operations.DjangoDatabase(alias)
+    try:
+        with db.atomic():  # a failed query must not break the caller's transaction
+            if not operations.storage_ready(db):
+                return []
+            found = operations.violations(db)
+    except Exception:  # a check must not crash the command it runs in
+        return []  # unreachable, no database access here, half-migrated: others say so
+    errors: list[CheckMessage] = []
+    for violation in found:
+        check_id, what = STORAGE_CHECKS[violation.kind]
+        ids = ", ".join(f"#{i}" for i in violation.first_ids)
+        more = violation.count - len(violation.first_ids)
+        errors.append(
+            Error(
+                f"{violation.count} {what}: {ids}{f' and {more} more' if more > 0 else ''}.",
+                hint="Workers repair this within PGQUEUE_REPAIR_INTERVAL; "
+                "`manage.py pgqueue_repair` does it now (see docs/storage.md).",
+                id=check_id,
+            )
+        )
+    return errors

@@ -37,6 +37,9 @@ DEFAULTS: dict[str, Any] = {
     # Rows deleted per pruning statement; workers prune at most once per PRUNE_INTERVAL seconds.
     "PRUNE_BATCH_SIZE": 1000,
     "PRUNE_INTERVAL": 60.0,
+    # Worker: seconds between looks for jobs the storage lost track of (docs/storage.md): a
+    # pending job no claim can reach is put back within about this long.
+    "REPAIR_INTERVAL": 30.0,
     # Worker: wake up on LISTEN/NOTIFY (False for PgBouncer in transaction mode).
     "LISTEN": True,
     # Worker: prepare its statements on the server (False behind PgBouncer < 1.21 in
@@ -125,6 +128,10 @@ class Settings:
     @property
     def PRUNE_INTERVAL(self) -> float:
         return _seconds(self.get("PRUNE_INTERVAL"))
+
+    @property
+    def REPAIR_INTERVAL(self) -> float:
+        return _seconds(self.get("REPAIR_INTERVAL"))
 
     @property
     def LISTEN(self) -> bool:

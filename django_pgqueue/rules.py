@@ -217,6 +217,7 @@ SETTINGS: dict[str, Rule] = {
     "DEAD_RETENTION": _seconds(nullable=True),
     "PRUNE_BATCH_SIZE": Integer(1, 1_000_000),
     "PRUNE_INTERVAL": _seconds(above=True),
+    "REPAIR_INTERVAL": _seconds(above=True),
     "LISTEN": Boolean(),
     "PREPARED_STATEMENTS": Boolean(),
     "POLL_INTERVAL": _seconds(above=True),

@@ -83,6 +83,7 @@ for _name, _cast in {
     "BACKOFF_JITTER": float,
     "SHUTDOWN_TIMEOUT": float,
     "RETENTION": float,
+    "REPAIR_INTERVAL": float,
     "BATCH_SIZE": int,
 }.items():
     if f"PGQUEUE_{_name}" in os.environ:

@@ -14,6 +14,7 @@ module             owns
 ``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`make_durable`, :func:`release`,
                    :func:`release_unknown`, :func:`next_run_after`, :func:`cancel_requested`,
                    :func:`save_progress`
+``integrity``      the storage's invariants: :func:`violations`, :func:`repair`
 ``maintenance``    :func:`prune` (jobs and worker rows), the worker table
 ``ready``          the ready ring: :func:`promote` due jobs, :func:`recycle` drained slots,
                    :func:`sweep_parked` (rows of paused queues), :func:`sweep_held` (a busy
@@ -52,6 +53,13 @@ from django_pgqueue.operations.enqueue import (
     insert_many,
     listen,
     notify,
+)
+from django_pgqueue.operations.integrity import (
+    Repaired,
+    Violation,
+    repair,
+    storage_ready,
+    violations,
 )
 from django_pgqueue.operations.maintenance import (
     WORKER_ROW_RETENTION,
@@ -114,7 +122,9 @@ __all__ = [
     "Outcome",
     "Pruned",
     "QueueControl",
+    "Repaired",
     "StaleScan",
+    "Violation",
     "cancel",
     "cancel_requested",
     "claim",
@@ -139,6 +149,7 @@ __all__ = [
     "recycle",
     "release",
     "release_unknown",
+    "repair",
     "report_worker",
     "retry",
     "run_now",
@@ -149,6 +160,8 @@ __all__ = [
     "set_paused",
     "slot_counts",
     "stop_worker",
+    "storage_ready",
     "sweep_held",
     "sweep_parked",
+    "violations",
 ]

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
-from django_pgqueue.sql.ready import READY_TABLE, delete_taken
+from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
 from django_pgqueue.states import JobStatus
 
 _RUNNING = f"'{JobStatus.RUNNING.value}'"
@@ -36,8 +36,8 @@ _FRESH_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
 _FRESH_COLUMNS = (
     "r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
 )
-_FRESH_FROM = f"{READY_TABLE} r"
-_FRESH_LOCK = "FOR UPDATE SKIP LOCKED"
+_FRESH_FROM = f"{READY_TABLE} r CROSS JOIN LATERAL {job_of_row('r')}"
+_FRESH_LOCK = "FOR UPDATE OF r SKIP LOCKED"
 
 _FRESH_ALL_QUEUES = f"""
     SELECT {_FRESH_COLUMNS} FROM {_FRESH_FROM}
@@ -73,33 +73,21 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
 
 
 # Runnable pending jobs, at most one per concurrency key; their ready rows are deleted.
-# ``jobs`` locks their job rows too (SKIP LOCKED: a job an operator's transaction holds is
-# skipped, not waited for), by ``id = ANY``, never by a join on id: planning a join on the
-# primary key reads its actual end (get_actual_variable_range), stepping over every dead entry
-# a pinned horizon leaves there, on every claim that is planned again.
-# ``runnable``: the job is still pending and due. A ready row whose job is not (cancelled,
-# claimed through a duplicate row, rescheduled) is deleted by the claim, its job left alone.
-# clock_timestamp(), not now(): a job committed after this transaction began (its run_after
-# is its own transaction's start) may be seen here, and is due all the same. A ready row whose
-# job is gone is left to ``pgqueue_ready_recycle``.
+# A candidate is a ring row whose job is pending, due, agrees with it and is not locked
+# (:func:`job_of_row`): a row that disagrees, whose job is gone, or whose job row another
+# transaction holds (an operator's ``select_for_update()``) is stepped over, never the end of
+# the claim (docs/storage.md, S4). Two rows of one job (S1 violated) run it once: both go.
 _PICK_FRESH = f"""
 WITH fresh AS MATERIALIZED ({{fresh}}
-), jobs AS MATERIALIZED (
-    SELECT j.id,
-        (j.status = {_PENDING} AND j.run_after <= clock_timestamp()) AS runnable
-    FROM {TABLE} j WHERE j.id = ANY(ARRAY(SELECT id FROM fresh))
-    FOR UPDATE SKIP LOCKED
-), checked AS MATERIALIZED (
-    SELECT f.*, b.runnable FROM fresh f JOIN jobs b USING (id)
 ), picked AS (
-    (SELECT slot, row_id, id FROM checked WHERE runnable AND concurrency_key IS NULL)
+    (SELECT slot, row_id, id FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM checked
-     WHERE runnable AND concurrency_key IS NOT NULL
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM fresh
+     WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
 ), gone AS (
-    SELECT slot, row_id FROM picked UNION ALL SELECT slot, row_id FROM checked WHERE NOT runnable
+    SELECT slot, row_id FROM fresh WHERE id IN (SELECT id FROM picked)
 ){delete_taken("gone")}"""
 
 # Running jobs whose heartbeat is older than the visibility timeout: their worker died.

@@ -31,6 +31,7 @@ from django_pgqueue.sql.ready import (
     READY_TABLE,
     delete_taken,
     insert_moved,
+    job_of_row,
 )
 from django_pgqueue.states import JobStatus
 
@@ -124,16 +125,17 @@ _COLUMNS = (
 )
 
 # ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
+_FROM = f"{READY_TABLE} r CROSS JOIN LATERAL {job_of_row('r')}"
 _FRESH_ALL_QUEUES = f"""
-    SELECT {_COLUMNS}, 0 AS ord FROM {READY_TABLE} r WHERE {_FILTER} {_ORDER}
-    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    SELECT {_COLUMNS}, 0 AS ord FROM {_FROM} WHERE {_FILTER} {_ORDER}
+    LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED
 """
 
 _FRESH_NAMED_QUEUES = f"""
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT {_COLUMNS} FROM {READY_TABLE} r WHERE r.queue = q.name AND {_FILTER} {_ORDER}
-        LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+        SELECT {_COLUMNS} FROM {_FROM} WHERE r.queue = q.name AND {_FILTER} {_ORDER}
+        LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED
     ) c
     LIMIT %(limit)s
 """
@@ -153,19 +155,13 @@ def _record_starts(prefix: str, column: str) -> str:
     WHERE w.id = p.id"""
 
 
-# The candidates' job rows are locked by ``id = ANY`` (SKIP LOCKED), as in the plain claim
-# (``sql.claim``); a ready row whose job is no longer pending and due is deleted, the job left
-# alone.
+# The candidates are ring rows whose jobs are pending, due, agree with them and are not locked
+# (``ready.job_of_row``), as in the plain claim (``sql.claim``). Two rows of one job (S1
+# violated) run it once: ``fresh`` keeps one, and both go.
 _CLAIM = f"""
 WITH candidates AS MATERIALIZED ({{fresh}}
-), jobs AS MATERIALIZED (
-    SELECT j.id, (j.status = {_PENDING} AND j.run_after <= clock_timestamp()) AS runnable
-    FROM {TABLE} j WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
-    FOR UPDATE SKIP LOCKED
-), checked AS MATERIALIZED (
-    SELECT c.*, b.runnable FROM candidates c JOIN jobs b USING (id)
 ), fresh AS (
-    SELECT * FROM checked WHERE runnable
+    SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
 ), ranked AS (
     SELECT f.*,
         row_number() OVER (PARTITION BY f.queue {_ORDER_F}) AS queue_n,
@@ -207,7 +203,7 @@ WITH candidates AS MATERIALIZED ({{fresh}}
 ), queue_starts AS (
     {_record_starts("queue:", "queue")}
 ), gone AS (
-    SELECT slot, row_id FROM picked UNION ALL SELECT slot, row_id FROM checked WHERE NOT runnable
+    SELECT slot, row_id FROM candidates WHERE id IN (SELECT id FROM picked)
 ){delete_taken("gone")}, refill AS (
     -- As many held rows of a queue's group as it took of them come back (``sql.held``).
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(

@@ -68,6 +68,34 @@ INSERT_SLOT = f"""mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('{T
     / {SLOT_SPAN}, {RING_SLOTS})"""
 
 
+def agrees(job: str, row: str) -> str:
+    """Whether the ready row ``row`` copies the job ``job`` as it is now (both: aliases)."""
+    return (
+        f"({job}.queue, {job}.priority, {job}.run_after, {job}.concurrency_key, "
+        f"{job}.rate_key, {job}.concurrency_limit) IS NOT DISTINCT FROM ({row}.queue, "
+        f"{row}.priority, {row}.run_after, {row}.concurrency_key, {row}.rate_key, "
+        f"{row}.concurrency_limit)"
+    )
+
+
+def job_of_row(row: str) -> str:
+    """A ``LATERAL`` subquery: the job of the ready row ``row`` (an alias), locked ``SKIP
+    LOCKED``, if it is pending, due and agrees with the row. Locked first: a claim that gets
+    the job row goes on to lock the ready row, and one that does not never tries.
+
+    By ``j.id = {row}.job_id`` inside a subquery with a locking clause, which the planner keeps
+    apart and probes per row: never a join on the primary key, whose planning reads the
+    index's actual end (``get_actual_variable_range``), stepping over every dead entry a
+    pinned xmin horizon leaves there. ``clock_timestamp()``, not ``now()``: a job committed
+    after this transaction began (its ``run_after`` is its own transaction's start) is due.
+    """
+    return f"""(
+        SELECT j.id FROM {TABLE} j
+        WHERE j.id = {row}.job_id AND j.status = {_PENDING}
+          AND j.run_after <= clock_timestamp() AND {agrees("j", row)}
+        FOR UPDATE SKIP LOCKED) j"""
+
+
 #: Where a moved row ``m`` goes by its job id and ``run_after``: a ring slot, or the later
 #: partition.
 BY_ID = "pgqueue_ready_slot(m.job_id, m.run_after)"

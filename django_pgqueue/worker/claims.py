@@ -5,6 +5,7 @@ another look at once."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,6 +47,9 @@ class Claimer:
         self.queues = queues
         self.burst = burst
         self.next_reclaim = 0.0  # when the next claim also takes back stale jobs
+        # When the upkeep next looks for jobs the storage lost track of (not at once: a
+        # worker's start stays quick; the first look comes within the interval).
+        self.next_repair = time.monotonic() + random.uniform(0, settings.REPAIR_INTERVAL)
         self.stale_scan = operations.StaleScan()
         #: Some queue has settings (paused, limits): claim with the statements that obey them.
         self.controlled = False
@@ -126,6 +130,8 @@ class Claimer:
         the loop meets a lost connection on its next statement.
         """
         try:
+            if time.monotonic() >= self.next_repair:
+                self._repair()
             claimed = self._claim_once(limit, reclaim=True, fresh=limit - taken)
             # Ready-ring slots that inserts moved past and claims emptied are truncated.
             operations.recycle(self.connection)
@@ -134,6 +140,26 @@ class Claimer:
             self.unsettled = True  # its claim may have committed all the same
             return [], 0
         return claimed
+
+    def _repair(self) -> None:
+        """Put back pending jobs no claim can reach, and drop ready rows of jobs gone or not
+        pending (docs/storage.md, "Self-healing"): a statement of each kind, a batch at most."""
+        self.next_repair = time.monotonic() + settings.REPAIR_INTERVAL
+        repaired = operations.repair(self.connection, rounds=1)
+        if repaired.rederived:
+            logger.warning(
+                "Worker %s: %d pending jobs had lost their ready rows (restored with triggers "
+                "off?) and are runnable again: %s",
+                self.worker_id,
+                len(repaired.rederived),
+                ", ".join(f"#{i}" for i in repaired.rederived[:20]),
+            )
+        if repaired.orphans_dropped:
+            logger.info(
+                "Worker %s: dropped the stray ready rows of %d jobs gone or not pending",
+                self.worker_id,
+                len(repaired.orphans_dropped),
+            )
 
     def _claim_once(
         self, limit: int, *, reclaim: bool, fresh: int | None = None

@@ -21,6 +21,12 @@ class Command(BaseCommand):
     )
     requires_system_checks = ["django_pgqueue"]
 
+    def check(self, *args: Any, **kwargs: Any) -> None:
+        """The queue's checks, those that read its database included (like ``migrate``'s):
+        a broken schedule is reported when the worker starts."""
+        kwargs.setdefault("databases", [settings.DATABASE])
+        super().check(*args, **kwargs)
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--queue",

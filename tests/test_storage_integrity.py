@@ -1,0 +1,281 @@
+"""The job table is the truth (docs/storage.md): ready rows follow every change of their job,
+the claims check what they take against the job row, the check names what breaks an
+invariant, and the repair (``pgqueue_repair``, and the workers by themselves) restores it.
+
+Each test is a case that once broke: through the public API, and a real worker where a worker
+stalled.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connection, transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from django_pgqueue import limit_queue, operations, pause_queue
+from django_pgqueue.models import Job
+from django_pgqueue.states import JobStatus
+from tests.testapp import jobs
+from tests.utils import (
+    migrated_back_to,
+    run_worker,
+    start_worker,
+    stop,
+    wait_until,
+    worker_env,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def violations() -> dict[str, tuple[int, ...]]:
+    db = operations.DjangoDatabase("default")
+    return {v.kind: v.first_ids for v in operations.violations(db)}
+
+
+def claimed_ids(limit: int = 10, queues: list[str] | None = None) -> list[int]:
+    return [job.pk for job in Job.objects.claim("test", queues, limit)]
+
+
+def statuses(ids: list[int]) -> dict[int, str]:
+    return dict(Job.objects.filter(pk__in=ids).values_list("pk", "status"))
+
+
+def without_triggers(enqueue: object) -> Job:
+    """``enqueue()`` with the job table's triggers off, as a ``pg_restore --disable-triggers``
+    or a logical-replication apply writes rows: the job has no ready row."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL session_replication_role = replica")
+        return enqueue()  # type: ignore[operator, no-any-return]
+
+
+def check_output() -> str:
+    out = StringIO()
+    try:
+        call_command("check", "--database", "default", stdout=out, stderr=out)
+    except SystemCheckError as exc:
+        return str(exc)
+    return out.getvalue()
+
+
+# --- a job's ready rows follow the job --------------------------------------------------------
+
+
+def test_cancel_then_retry_with_a_queue_paused_runs_every_job_once():
+    """Critical once: the cancel left the ring row, the retry added a second, and every
+    limited claim (any queue paused) failed with CardinalityViolation."""
+    pause_queue("elsewhere")
+    ids = [jobs.noop.enqueue().pk for _ in range(4)]
+    Job.objects.filter(pk=ids[1]).cancel()
+    Job.objects.filter(pk=ids[1]).retry()
+    assert violations() == {}
+    assert sorted(claimed_ids(limit=10)) == ids
+    assert set(statuses(ids).values()) == {JobStatus.RUNNING}
+
+
+def test_cancel_then_retry_with_a_queue_paused_a_real_worker_runs_every_job():
+    pause_queue("elsewhere")
+    ids = [jobs.noop.enqueue().pk for _ in range(6)]
+    for victim in ids[::2]:
+        Job.objects.filter(pk=victim).cancel()
+        Job.objects.filter(pk=victim).retry()
+    result = run_worker("--threads", "1", "--batch-size", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert set(statuses(ids).values()) == {JobStatus.COMPLETED}
+    assert "CardinalityViolation" not in result.stderr
+
+
+def test_a_cancelled_then_deleted_job_does_not_end_a_claim():
+    first, second = jobs.noop.enqueue(), jobs.noop.enqueue()
+    Job.objects.filter(pk=first.pk).cancel()
+    Job.objects.filter(pk=first.pk).delete()
+    assert violations() == {}
+    assert claimed_ids(limit=1) == [second.pk]
+
+
+def test_a_worker_with_one_thread_runs_past_a_cancelled_and_deleted_job():
+    ids = [jobs.noop.enqueue().pk for _ in range(4)]
+    Job.objects.filter(pk=ids[0]).cancel()
+    Job.objects.filter(pk=ids[0]).delete()
+    result = run_worker("--threads", "1", "--batch-size", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert set(statuses(ids[1:]).values()) == {JobStatus.COMPLETED}
+
+
+@override_settings(PGQUEUE_RETENTION=0)
+def test_a_cancelled_scheduled_job_leaves_nothing_behind_when_pruned():
+    scheduled = jobs.noop.using(run_after=timezone.now() + timedelta(hours=1)).enqueue()
+    Job.objects.filter(pk=scheduled.pk).cancel()
+    assert Job.objects.prune() == 1
+    assert violations() == {}
+    # Its time comes: nothing of it is promoted into the ring.
+    assert operations.promote(operations.DjangoDatabase("default")) == 0
+
+
+def test_a_pending_job_moved_by_update_to_a_paused_queue_waits():
+    pause_queue("paused")
+    moved, other = jobs.noop.enqueue(), jobs.noop.enqueue()
+    Job.objects.filter(pk=moved.pk).update(queue="paused")
+    assert violations() == {}
+    assert claimed_ids(limit=10) == [other.pk]
+    # A worker serving only the job's old queue does not run it either.
+    result = run_worker("--queue", "default")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert statuses([moved.pk]) == {moved.pk: JobStatus.PENDING}
+
+
+def test_a_pending_job_given_a_busy_concurrency_key_by_update_waits_for_it():
+    busy = jobs.noop.using(concurrency_key="k").enqueue()
+    assert claimed_ids(limit=1) == [busy.pk]
+    keyed, plain = jobs.noop.enqueue(), jobs.noop.enqueue()
+    Job.objects.filter(pk=keyed.pk).update(concurrency_key="k")
+    assert violations() == {}
+    assert claimed_ids(limit=10) == [plain.pk]
+    Job.objects.filter(pk=busy.pk).update(status=JobStatus.COMPLETED)
+    assert claimed_ids(limit=10) == [keyed.pk]
+
+
+def test_a_rate_key_given_by_update_is_applied():
+    limited = jobs.charge.enqueue(0)  # defines the 10/s window of its rate key, "stripe"
+    Job.objects.filter(pk=limited.pk).delete()
+    ids = [jobs.noop.enqueue().pk for _ in range(15)]
+    Job.objects.filter(pk__in=ids).update(rate_key="stripe")
+    assert violations() == {}
+    assert len(claimed_ids(limit=50)) == 10
+
+
+def test_a_locked_head_job_is_stepped_over(other_connection):
+    head, second = jobs.noop.using(priority=5).enqueue(), jobs.noop.enqueue()
+    with other_connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT id FROM pgqueue_job WHERE id = %s FOR UPDATE", [head.pk])
+        try:
+            assert claimed_ids(limit=1) == [second.pk]
+        finally:
+            cursor.execute("ROLLBACK")
+    assert claimed_ids(limit=1) == [head.pk]
+
+
+def test_limited_and_plain_claims_step_over_a_locked_head_job(other_connection):
+    limit_queue("default", concurrency_limit=5)
+    head, second = jobs.noop.using(priority=5).enqueue(), jobs.noop.enqueue()
+    with other_connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT id FROM pgqueue_job WHERE id = %s FOR UPDATE", [head.pk])
+        try:
+            assert claimed_ids(limit=1) == [second.pk]
+        finally:
+            cursor.execute("ROLLBACK")
+
+
+# --- the check and the repair -----------------------------------------------------------------
+
+
+def test_a_stranded_job_is_named_by_the_check_and_repaired_by_pgqueue_repair():
+    stranded = without_triggers(jobs.noop.enqueue)
+    assert violations() == {"stranded": (stranded.pk,)}
+    assert claimed_ids() == [], "no claim can reach it"
+    text = check_output()
+    assert "django_pgqueue.E101" in text and f"#{stranded.pk}" in text
+
+    out = StringIO()
+    call_command("pgqueue_repair", "--dry-run", stdout=out)
+    assert "E101" in out.getvalue() and "nothing changed" in out.getvalue()
+    assert violations() == {"stranded": (stranded.pk,)}
+
+    out = StringIO()
+    call_command("pgqueue_repair", stdout=out)
+    assert "1 jobs given their ready row again" in out.getvalue()
+    assert violations() == {}
+    assert "E101" not in check_output()
+    call_command("pgqueue_repair", stdout=StringIO())  # idempotent
+    assert claimed_ids() == [stranded.pk]
+
+
+def test_the_check_names_every_kind_of_violation_and_the_repair_fixes_them():
+    duplicated, disagreeing, orphaned = (jobs.noop.enqueue() for _ in range(3))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute(
+            "INSERT INTO pgqueue_ready SELECT * FROM pgqueue_ready WHERE job_id = %s",
+            [duplicated.pk],
+        )
+        cursor.execute("UPDATE pgqueue_job SET queue = 'other' WHERE id = %s", [disagreeing.pk])
+        cursor.execute("UPDATE pgqueue_job SET status = 'cancelled' WHERE id = %s", [orphaned.pk])
+    assert violations() == {
+        "duplicated": (duplicated.pk,),
+        "disagreeing": (disagreeing.pk,),
+        "orphaned": (orphaned.pk,),
+    }
+    text = check_output()
+    assert all(f"django_pgqueue.E10{n}" in text for n in (2, 3, 4))
+    # The claim runs the duplicated job once and leaves the others.
+    assert sorted(claimed_ids(limit=10)) == [duplicated.pk]
+    Job.objects.filter(pk=duplicated.pk).update(status=JobStatus.PENDING)
+    call_command("pgqueue_repair", stdout=StringIO())
+    assert violations() == {}
+    assert sorted(claimed_ids(limit=10, queues=["default", "other"])) == [
+        duplicated.pk,
+        disagreeing.pk,
+    ]
+
+
+def test_the_check_says_nothing_on_a_database_not_migrated_that_far():
+    with migrated_back_to("0011_ready_held_queues"):
+        text = check_output()
+    assert "django_pgqueue.E1" not in text and "Traceback" not in text
+
+
+def test_migrate_is_not_stopped_by_a_violation():
+    without_triggers(jobs.noop.enqueue)
+    call_command("migrate", verbosity=0)  # runs the database checks: not the storage's
+
+
+def test_a_worker_puts_a_stranded_job_back_by_itself():
+    stranded = without_triggers(jobs.noop.enqueue)
+    worker = start_worker(env=worker_env(PGQUEUE_REPAIR_INTERVAL="0.5", PGQUEUE_POLL_INTERVAL="0.2"))
+    try:
+        wait_until(lambda: statuses([stranded.pk])[stranded.pk] == JobStatus.COMPLETED)
+    finally:
+        log = stop(worker)
+    assert f"#{stranded.pk}" in log and "runnable again" in log
+
+
+def test_repair_while_two_workers_drain_runs_each_job_exactly_once(probe_table):
+    """3,000 jobs, a third of them stranded and a sixth with a second ready row, drained by two
+    worker processes while ``pgqueue_repair`` runs beside them: each job runs once."""
+    handle = jobs.probe
+    ids = list(handle.enqueue_many([(probe_table, "k", 0.0)] * 2000))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        ids += list(handle.enqueue_many([(probe_table, "k", 0.0)] * 1000))
+        cursor.execute(
+            "INSERT INTO pgqueue_ready SELECT * FROM pgqueue_ready WHERE job_id = ANY(%s)",
+            [ids[:500]],
+        )
+    env = worker_env(PGQUEUE_REPAIR_INTERVAL="3600")
+    workers = [start_worker("--worker-id", f"drain-{n}", env=env) for n in range(2)]
+    try:
+        repairs = 0
+        while Job.objects.filter(pk__in=ids, status=JobStatus.PENDING).exists():
+            call_command("pgqueue_repair", stdout=StringIO())
+            repairs += 1
+            assert not any(kind in violations() for kind in ("stranded", "duplicated"))
+        wait_until(
+            lambda: not Job.objects.filter(pk__in=ids).exclude(status=JobStatus.COMPLETED).exists()
+        )
+    finally:
+        logs = [stop(worker) for worker in workers]
+    assert repairs >= 1
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), count(DISTINCT job_id) FROM {probe_table}")
+        assert cursor.fetchone() == (3000, 3000), logs
+    assert set(Job.objects.filter(pk__in=ids).values_list("attempts", flat=True)) == {1}
+    assert violations() == {}
