@@ -240,7 +240,9 @@ def test_migrate_is_not_stopped_by_a_violation():
 
 def test_a_worker_puts_a_stranded_job_back_by_itself():
     stranded = without_triggers(jobs.noop.enqueue)
-    worker = start_worker(env=worker_env(PGQUEUE_REPAIR_INTERVAL="0.5", PGQUEUE_POLL_INTERVAL="0.2"))
+    worker = start_worker(
+        env=worker_env(PGQUEUE_REPAIR_INTERVAL="0.5", PGQUEUE_POLL_INTERVAL="0.2")
+    )
     try:
         wait_until(lambda: statuses([stranded.pk])[stranded.pk] == JobStatus.COMPLETED)
     finally:
