@@ -388,3 +388,20 @@ def test_a_worker_dying_mid_firing_neither_loses_nor_doubles_the_tick():
     assert fire(now).enqueued == 1  # A's insert rolled back with it: the tick fires once
     assert ticks() == [at(2026, 1, 1)]
     assert Schedule.objects.get().next_run_at == at(2026, 1, 1, 0, 1)
+
+
+def test_ticks_of_a_rate_limited_job_keep_its_limit():
+    """Ticks were once inserted without the job's rate key: one claim started them all."""
+    now = timezone.now()
+    make(
+        "rated",
+        job="tests.testapp.jobs.charge",  # rate_limit="10/s", rate_key="stripe"
+        args=[1],
+        every=1.0,
+        catch_up=True,
+        next_run_at=now - timedelta(seconds=30),
+    )
+    assert fire(now).enqueued > 10
+    Schedule.objects.get(name="rated").run_now()
+    assert set(Job.objects.values_list("rate_key", flat=True)) == {"stripe"}
+    assert len(Job.objects.claim("test", limit=100)) == 10

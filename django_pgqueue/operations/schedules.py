@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_pgqueue import registry
 from django_pgqueue.operations.db import Database
+from django_pgqueue.operations.enqueue import register_limits
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import Cursor
 from django_pgqueue.sql import schedules as sql
@@ -86,6 +87,8 @@ def fire_schedules(db: Database, now: datetime | None = None, limit: int = FIRE_
 
 def _insert_ticks(cursor: Cursor, schedule_id: int, job: str, ticks: list[Any]) -> list[int]:
     spec = registry.spec_for(job)
+    if spec.limited:
+        register_limits(cursor, spec)
     cursor.execute(
         sql.INSERT_TICKS,
         [
@@ -94,6 +97,8 @@ def _insert_ticks(cursor: Cursor, schedule_id: int, job: str, ticks: list[Any]) 
             spec.resolved_max_attempts,
             spec.unique_key,
             spec.concurrency_key,
+            spec.resolved_concurrency_limit,
+            spec.resolved_rate_key,
             ticks,
             schedule_id,
         ],

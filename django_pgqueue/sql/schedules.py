@@ -22,11 +22,12 @@ FOR UPDATE SKIP LOCKED
 #: One job per tick (``run_after`` is the tick; a NULL tick is "now", for "run now"), arguments
 #: straight from the schedule's row.
 #: A tick whose unique key is still held by an active job is skipped, as ``enqueue`` would.
+#: The job's limits come from its declaration, as ``enqueue`` gives them.
 INSERT_TICKS = f"""
 INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key,
-                     concurrency_key, schedule)
+                     concurrency_key, concurrency_limit, rate_key, schedule)
 SELECT coalesce(s.queue, %s), s.job, s.args, s.kwargs, coalesce(s.priority, %s),
-       coalesce(t.tick, now()), %s, %s, %s, s.name
+       coalesce(t.tick, now()), %s, %s, %s, %s, %s, s.name
 FROM {SCHEDULE_TABLE} s CROSS JOIN unnest(%s::timestamptz[]) AS t(tick)
 WHERE s.id = %s
 ORDER BY t.tick
