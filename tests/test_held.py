@@ -265,3 +265,25 @@ def test_keyed_backlogs_under_load_run_every_job_once_within_their_limits(probe_
     assert not Job.objects.exclude(status="completed").exists()
     assert rows_by_key() == {}
     wait_until(lambda: rows_ever_held() > held_before)  # the backlogs were held on the way
+
+
+def test_a_keys_backlog_in_two_queues_runs_in_the_one_not_paused(probe_table):
+    """The held rows of a key whose jobs are in two queues, one paused: the other queue's jobs
+    all run (the paused queue's held rows first in line once stopped the key for good)."""
+    from django_pgqueue import pause_queue
+
+    handle = jobs.probe.using(concurrency_key="k")
+    ids = {}
+    for n in range(4 * KEPT):  # "paused"'s jobs first in line
+        queue = "paused" if n < 2 * KEPT else "served"
+        ids[handle.using(queue=queue).enqueue(probe_table, queue, 0.0).pk] = queue
+    operations.sweep_held(db())  # the upkeep holds the backlog beyond its first KEPT
+    assert rows_by_key()[("k", "held")] == 3 * KEPT
+    pause_queue("paused")  # its ring rows are parked: no "served" job is left in the ring
+    worker = start_worker("--queue", "served", env=worker_env(PGQUEUE_POLL_INTERVAL="0.2"))
+    try:
+        served = [pk for pk, queue in ids.items() if queue == "served"]
+        wait_until(lambda: not Job.objects.filter(pk__in=served, status="pending").exists())
+    finally:
+        stop(worker)
+    assert set(Job.objects.filter(queue="paused").values_list("status", flat=True)) == {"pending"}

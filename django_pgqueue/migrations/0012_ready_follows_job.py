@@ -13,6 +13,8 @@ row with an old queue ran the job while its new queue was paused.
   pending now, inserts the one it should have. A claim (``pending`` to ``running``) is left
   out: the claim deletes the ring row it takes in the same statement.
 * ``pgqueue_ready_delete``: a deleted job takes its ready rows along, whatever its status.
+* ``pgqueue_ready_refill``: a finish puts back the key group's next held row of a queue not
+  paused (a paused queue's row first in line stopped the group in every other queue).
 * Rows that disagree with their jobs today are repaired (docs/storage.md, S1-S3).
 
 The SQL is frozen here: it is what this migration ran, whatever the package's code says later.
@@ -61,6 +63,29 @@ BEGIN
 END;
 $$;
 
+-- A job of a key's group left running: the group's next held row of a queue not paused goes
+-- into the ring (a paused queue's rows stay held, and are stepped over).
+CREATE OR REPLACE FUNCTION pgqueue_ready_refill() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH m AS (
+        DELETE FROM pgqueue_ready_held h WHERE h.ctid = (
+            SELECT ctid FROM pgqueue_ready_held
+            WHERE (concurrency_key IS NOT NULL OR rate_key IS NOT NULL)
+              AND coalesce('c:' || concurrency_key, 'r:' || rate_key)
+                  = coalesce('c:' || OLD.concurrency_key, 'r:' || OLD.rate_key)
+              AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = queue AND qc.paused)
+            ORDER BY priority DESC, run_after, job_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING h.*)
+    INSERT INTO pgqueue_ready
+        (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+        / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key,
+        m.concurrency_limit
+    FROM m;
+    RETURN NULL;
+END;
+$$;
+
 -- Rows of jobs that are gone or not pending, and rows that disagree with their job.
 DELETE FROM pgqueue_ready r WHERE NOT EXISTS (
     SELECT 1 FROM pgqueue_job j
@@ -82,6 +107,20 @@ WHERE j.status = 'pending' AND NOT EXISTS (SELECT 1 FROM pgqueue_ready r WHERE r
 
 # 0011's functions and trigger, as they were.
 BACKWARD = r"""
+
+CREATE OR REPLACE FUNCTION pgqueue_ready_refill() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH m AS (
+        DELETE FROM pgqueue_ready_held h WHERE h.ctid = (
+            SELECT ctid FROM pgqueue_ready_held WHERE (concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AND coalesce('c:' || concurrency_key, 'r:' || rate_key) = coalesce('c:' || OLD.concurrency_key, 'r:' || OLD.rate_key)
+            ORDER BY priority DESC, run_after, job_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING h.*)
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM m;
+    RETURN NULL;
+END;
+$$;
 CREATE OR REPLACE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM pgqueue_ready r USING deleted d

@@ -162,8 +162,9 @@ _HOLD = f"""counted AS MATERIALIZED (
 # rows were deleted for jobs no longer runnable, a hold raced a finish, or long jobs of a rate
 # key left few rows waiting (a finish puts one back; this tops a group up to its kept rows,
 # about once a second, so a rate key never starts fewer than its rate). Per held group, found
-# by a skip scan of the held partition, one probe of the ring's index. Not for paused queues,
-# whose rows would only be parked.
+# by a skip scan of the held partition, one probe of the ring's index. A group's rows of
+# paused queues stay held (they would only be parked), and are stepped over: a key whose jobs
+# are in two queues, one paused, goes on in the other.
 _REFILL = f"""held_groups AS (
     (SELECT {group()} AS grp FROM {HELD_TABLE} WHERE {GROUPED} ORDER BY 1 LIMIT 1)
     UNION ALL
@@ -177,7 +178,7 @@ _REFILL = f"""held_groups AS (
         SELECT {kept("g.grp", "h.concurrency_limit", "h.rate_key")} AS kept, h.queue
         FROM {HELD_TABLE} h
         WHERE {_of_group("g.grp", "h.")} {_ORDER} LIMIT 1) first
-    WHERE g.grp IS NOT NULL AND {not_paused("first.queue")}
+    WHERE g.grp IS NOT NULL
 ), held_queues AS (
     -- The queues with held rows of neither key, by a skip scan of {QUEUE_HELD_INDEX}.
     (SELECT queue FROM {HELD_TABLE} WHERE {keyless()} ORDER BY 1 LIMIT 1)
@@ -193,7 +194,7 @@ _REFILL = f"""held_groups AS (
     WHERE g.queue IS NOT NULL AND {not_paused("g.queue")}
 ), m AS (
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(
-        {_front_of_held("short", _of_group("s.grp", ""))}
+        {_front_of_held("short", f"{_of_group('s.grp', '')} AND {not_paused('queue')}")}
         UNION ALL
         {_front_of_held("queues_short", _of_queue("s.queue", ""))}))
     RETURNING h.*
