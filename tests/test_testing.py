@@ -239,3 +239,35 @@ def test_the_fixtures_capture_and_run(captured_jobs, run_jobs):
 
 def test_the_plugin_is_registered_by_the_distribution(pytestconfig):
     assert pytestconfig.pluginmanager.has_plugin("django_pgqueue")
+
+
+@pytest.mark.django_db
+def test_run_jobs_runs_rate_limited_jobs_and_honours_pauses():
+    """Once it used the plain claim: no rate-limited job ran (and raise_failures() passed), a
+    1/h queue ran 3, and a paused queue's job enqueued after the pause ran."""
+    from django_pgqueue import limit_queue, pause_queue
+    from django_pgqueue.testing import run_jobs
+
+    charges = [jobs.charge.enqueue(n).pk for n in range(15)]  # rate_limit="10/s"
+    limit_queue("hourly", rate_limit="1/h")
+    hourly = [jobs.noop.using(queue="hourly").enqueue().pk for _ in range(3)]
+    early = jobs.noop.using(queue="paused").enqueue()
+    pause_queue("paused")
+    late = jobs.noop.using(queue="paused").enqueue()
+    ran = run_jobs()
+    assert sorted(a.job_id for a in ran.completed) == sorted(charges + hourly)
+    assert set(Job.objects.filter(pk__in=[early.pk, late.pk]).values_list("status", flat=True)) == {
+        "pending"
+    }
+
+
+@pytest.mark.django_db
+def test_run_jobs_respects_rate_limits_when_asked():
+    from django_pgqueue import limit_queue
+    from django_pgqueue.testing import run_jobs
+
+    limit_queue("hourly", rate_limit="1/h")
+    hourly = [jobs.noop.using(queue="hourly").enqueue().pk for _ in range(3)]
+    ran = run_jobs(respect_limits=True)
+    assert len(ran.completed) == 1
+    assert Job.objects.filter(pk__in=hourly, status="pending").count() == 2

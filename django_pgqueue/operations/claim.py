@@ -34,12 +34,25 @@ def claim(
     queues: Sequence[str] | None,
     limit: int,
     visibility_timeout: float,
+    *,
+    rate_limits: bool = True,
 ) -> list[Job]:
     """Claim up to ``limit`` runnable jobs for ``worker_id``: :func:`claim_counted`'s jobs.
 
-    Always obeys the queues' settings (the worker knows when there are none, and skips that).
+    For a caller that keeps no state (``Job.objects.claim``, ``testing.run_jobs``): the
+    database says whether the limited claim is needed, at every call.
     """
-    return claim_counted(db, worker_id, queues, limit, visibility_timeout, controlled=True)[0]
+    return claim_counted(
+        db, worker_id, queues, limit, visibility_timeout, rate_limits=rate_limits
+    )[0]
+
+
+def limited_claim_needed(db: Database) -> bool:
+    """Whether some queue has settings or limited jobs wait: then only the limited claim takes
+    every job it may (the plain one leaves those alone)."""
+    with db.cursor() as cursor:
+        cursor.execute(limits_sql.LIMITED_CLAIM_NEEDED)
+        return bool(cursor.fetchone()[0])
 
 
 def claim_counted(
@@ -51,7 +64,8 @@ def claim_counted(
     *,
     reclaim: bool = True,
     fresh: int | None = None,
-    controlled: bool = False,
+    controlled: bool | None = None,
+    rate_limits: bool = True,
     stale_scan: ready.StaleScan | None = None,
 ) -> tuple[list[Job], int]:
     """Claim up to ``limit`` runnable jobs for ``worker_id`` with one SKIP LOCKED statement.
@@ -70,15 +84,21 @@ def claim_counted(
     ones, and none unless the promotion moved some (default: what the stale ones left of
     ``limit``). With ``stale_scan`` (the worker's), the stale-job scan starts where the
     previous one ended instead of at the oldest lock.
-    With ``controlled`` (some queue has settings, or limits are in use), the limited claim
-    (``sql.limits``) leaves out paused queues and keeps every concurrency and rate limit; the
-    plain one leaves rate-limited jobs alone and runs one job per concurrency key.
+    ``controlled``: whether the limited claim (``sql.limits``) is needed, as the worker last
+    read it from the database (``None``: read it now, :func:`limited_claim_needed`). The
+    limited claim leaves out paused queues and keeps every concurrency and rate limit; the
+    plain one takes only jobs no setting or limit applies to, so a stale ``False`` delays
+    limited jobs, never starts one a limit holds back. ``rate_limits=False`` (tests) starts
+    rate-limited jobs whatever their windows say.
     """
+    if controlled is None:
+        controlled = limited_claim_needed(db)
     params: dict[str, Any] = {
         "worker": worker_id,
         "limit": limit,
         "visibility": visibility_timeout,
         "since": None,
+        "rate_limits": rate_limits,
     }
     statement = limits_sql.LIMITED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
     if queues:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, job_columns
+from django_pgqueue.sql.queues import QUEUE_TABLE
 from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
 from django_pgqueue.states import JobStatus
 
@@ -24,9 +25,11 @@ _CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
-# jobs are the limited claim's (``sql.limits``).
+# jobs, and every job of a queue with settings (paused or limited), are the limited claim's
+# (``sql.limits``): whoever runs this statement, it never starts a job a setting holds back.
 _FRESH_FILTER = f"""
     r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qs WHERE qs.name = r.queue)
     AND (r.concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM {TABLE} x
                     WHERE x.status = {_RUNNING} AND x.concurrency_key = r.concurrency_key)

@@ -73,6 +73,15 @@ WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
 
 DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
 
+#: Whether a claim must count limits and pauses: some queue has settings, or limited jobs
+#: wait (the plain claim leaves both alone). What :data:`LIMITS_IN_USE` and ``queues.CONTROLS``
+#: tell the worker, in one statement for a caller that keeps no state.
+LIMITED_CLAIM_NEEDED = f"""
+SELECT EXISTS (SELECT 1 FROM {QUEUE_TABLE})
+    OR EXISTS (SELECT 1 FROM {READY_TABLE}
+               WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
+"""
+
 #: Whether limited jobs wait (the ready ring's small partial index, dead entries bounded like
 #: the ring's). A rate window outlives its last job: it does not count here, or one
 #: rate-limited job would keep every worker on the limited claim for good. (A queue's own rate
@@ -113,9 +122,9 @@ _FILTER = f"""
     AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qc WHERE qc.name = r.queue
         AND qc.concurrency_limit IS NOT NULL
         AND {_running("queue", "r.queue")} >= qc.concurrency_limit)
-    AND NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} qw
-        WHERE qw.id = 'queue:' || r.queue AND {_free("qw")} <= 0)
-    AND (r.rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
+    AND (NOT %(rate_limits)s OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} qw
+        WHERE qw.id = 'queue:' || r.queue AND {_free("qw")} <= 0))
+    AND (r.rate_key IS NULL OR NOT %(rate_limits)s OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
         WHERE kw.id = 'key:' || r.rate_key AND {_free("kw")} <= 0))
 """
 _ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
@@ -174,8 +183,8 @@ WITH candidates AS MATERIALIZED ({{fresh}}
     LEFT JOIN {WINDOW_TABLE} kw ON kw.id = 'key:' || r.rate_key
     WHERE (qc.concurrency_limit IS NULL
            OR r.queue_n <= qc.concurrency_limit - {_running("queue", "r.queue")})
-      AND (qw.id IS NULL OR r.queue_n <= {_free("qw")})
-      AND (kw.id IS NULL OR r.rate_n <= {_free("kw")})
+      AND (qw.id IS NULL OR NOT %(rate_limits)s OR r.queue_n <= {_free("qw")})
+      AND (kw.id IS NULL OR NOT %(rate_limits)s OR r.rate_n <= {_free("kw")})
 ), keyed AS (
     SELECT e.id, e.concurrency_key, coalesce(e.concurrency_limit, 1) AS places,
         row_number() OVER (PARTITION BY e.concurrency_key

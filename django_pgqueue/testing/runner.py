@@ -89,6 +89,7 @@ def run_jobs(
     scheduled: bool = False,
     limit: int = DEFAULT_LIMIT,
     worker_id: str = "run_jobs",
+    respect_limits: bool = False,
 ) -> JobsRun:
     """Run the pending jobs now, in this thread, and return every attempt.
 
@@ -104,6 +105,11 @@ def run_jobs(
     name or a list of them, served in that order (default every queue, by priority).
     ``scheduled=True`` also runs jobs scheduled for later (``run_after`` in the future).
     Raises RuntimeError after ``limit`` attempts.
+
+    Paused queues are left alone, as a worker leaves them. Rate limits (a job's or a queue's)
+    are not waited for: a test wants the work done. ``respect_limits=True`` keeps them, as a
+    worker does: a job whose window is full is left pending. Concurrency limits hold either
+    way (one job runs at a time here).
     """
     queues = [queue] if isinstance(queue, str) else (list(queue) if queue else None)
     db = operations.DjangoDatabase(settings.DATABASE)
@@ -111,7 +117,13 @@ def run_jobs(
     while True:
         operations.make_due(db, queues, wall_clock=timezone.now(), scheduled=scheduled)
         jobs, _ = operations.claim_counted(
-            db, worker_id, queues, 1, settings.VISIBILITY_TIMEOUT, reclaim=False
+            db,
+            worker_id,
+            queues,
+            1,
+            settings.VISIBILITY_TIMEOUT,
+            reclaim=False,
+            rate_limits=respect_limits,
         )
         if not jobs:
             return ran
