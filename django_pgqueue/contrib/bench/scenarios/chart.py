@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from django_pgqueue.bench.scenarios.samples import PhaseSummary, Sample
+from django_pgqueue.contrib.bench.scenarios.samples import PhaseSummary, Sample
 
 WIDTH = 900
 LEFT, RIGHT = 70, 20

@@ -11,11 +11,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_pgqueue.bench import chaos
-from django_pgqueue.bench.results import BenchError
+from django_pgqueue.contrib.bench import chaos
+from django_pgqueue.contrib.bench.options import BENCH_OPTIONS
+from django_pgqueue.contrib.bench.results import BenchError
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable
-from django_pgqueue.rules import BENCH_OPTIONS, WORKER_OPTIONS
+from django_pgqueue.rules import WORKER_OPTIONS
 
 
 def fault_list(text: str) -> tuple[str, ...]:

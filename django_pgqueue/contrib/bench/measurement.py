@@ -16,9 +16,9 @@ import django
 import psycopg
 from django.db import connections
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.results import BenchError
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.results import BenchError
 from django_pgqueue.states import JobStatus
 
 

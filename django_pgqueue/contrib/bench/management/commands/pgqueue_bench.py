@@ -9,23 +9,28 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from django_pgqueue import bench
-from django_pgqueue.bench.progress import BarProgress
-from django_pgqueue.bench.scenarios import report as scenario_report
-from django_pgqueue.bench.scenarios import runner as scenarios
+from django_pgqueue.contrib.bench.memory import run_memory
+from django_pgqueue.contrib.bench.options import BENCH_OPTIONS
+from django_pgqueue.contrib.bench.phases import PHASES
+from django_pgqueue.contrib.bench.progress import BarProgress
+from django_pgqueue.contrib.bench.report import memory_lines, table_lines
+from django_pgqueue.contrib.bench.results import BenchOptions
+from django_pgqueue.contrib.bench.run import Bench
+from django_pgqueue.contrib.bench.scenarios import report as scenario_report
+from django_pgqueue.contrib.bench.scenarios import runner as scenarios
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable
-from django_pgqueue.rules import BENCH_OPTIONS, WORKER_OPTIONS
+from django_pgqueue.rules import WORKER_OPTIONS
 
 #: Every numeric option's type and range (argparse refuses the rest: exit status 2).
 RULES = {**WORKER_OPTIONS, **BENCH_OPTIONS}
 
 
 def phase_list(text: str) -> list[str]:
-    """``--phases``: comma-separated names of :data:`bench.PHASES`, at least one."""
+    """``--phases``: comma-separated names of :data:`PHASES`, at least one."""
     phases = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = sorted(set(phases) - set(bench.PHASES))
-    choices = f"choose from {', '.join(bench.PHASES)}"
+    unknown = sorted(set(phases) - set(PHASES))
+    choices = f"choose from {', '.join(PHASES)}"
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown phases {', '.join(unknown)} ({choices})")
     if not phases:
@@ -41,7 +46,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        defaults = bench.BenchOptions()
+        defaults = BenchOptions()
         parser.add_argument(
             "--jobs",
             type=of(RULES["jobs"]),
@@ -102,8 +107,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--phases",
             type=phase_list,
-            default=list(bench.PHASES),
-            help=f"Comma-separated phases to run (default: all of {','.join(bench.PHASES)}); "
+            default=list(PHASES),
+            help=f"Comma-separated phases to run (default: all of {','.join(PHASES)}); "
             "the figures of the others are null.",
         )
         parser.add_argument(
@@ -211,7 +216,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result.as_json(), default=str))
 
     def handle(self, *args: Any, **options: Any) -> None:
-        defaults = bench.BenchOptions()
+        defaults = BenchOptions()
         # The raw stream under Django's OutputWrapper, which would end every write with "\n".
         stream: TextIO = getattr(self.stderr, "_out", sys.stderr)
         progress = BarProgress(stream, enabled=not options["no_progress"])
@@ -222,20 +227,20 @@ class Command(BaseCommand):
         options["threads"] = options["threads"] or defaults.threads
         phases = options["phases"]
         if options["memory"]:
-            memory = bench.run_memory(
+            memory = run_memory(
                 jobs=options["memory_jobs"],
                 threads=options["threads"],
                 batch_size=options["batch_size"],
                 progress=progress,
             )
-            for line in bench.memory_lines(memory):
+            for line in memory_lines(memory):
                 self.stdout.write(printable(line))
             if options["json"]:
                 self.stdout.write(json.dumps(memory.__dict__, default=str))
             return
 
-        result = bench.Bench(
-            bench.BenchOptions(
+        result = Bench(
+            BenchOptions(
                 jobs=options["jobs"],
                 processes=options["processes"],
                 threads=options["threads"],
@@ -249,7 +254,7 @@ class Command(BaseCommand):
             ),
             progress=progress,
         ).run()
-        for line in bench.table_lines(result):
+        for line in table_lines(result):
             self.stdout.write(printable(line))
         if options["json"]:
             self.stdout.write(json.dumps(result.as_json(), default=str))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.jobs import register as register_jobs
-from django_pgqueue.bench.measurement import machine_info
-from django_pgqueue.bench.progress import NoProgress, Progress
-from django_pgqueue.bench.results import BenchError, MemoryResult, new_queue_name
-from django_pgqueue.bench.workers import WorkerProcess
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import machine_info
+from django_pgqueue.contrib.bench.progress import NoProgress, Progress
+from django_pgqueue.contrib.bench.results import BenchError, MemoryResult, new_queue_name
+from django_pgqueue.contrib.bench.workers import WorkerProcess
+from django_pgqueue.contrib.bench.workload import register as register_jobs
 
 
 def run_memory(

@@ -6,14 +6,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.measurement import ClaimRun, claim_throughput
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import ClaimRun, claim_throughput
 
 if TYPE_CHECKING:
-    from django_pgqueue.bench.run import Bench
+    from django_pgqueue.contrib.bench.context import BenchContext
 
 
-def history(bench: Bench) -> None:
+def history(bench: BenchContext) -> None:
     """-> ``history_claim_ratio``: throughput with ``history_rows`` finished rows in the table
     over the same without them."""
     options = bench.options
@@ -62,7 +62,7 @@ def history(bench: Bench) -> None:
     progress.finish(f"{time.perf_counter() - started:.1f} s")
 
 
-def claim_rates(bench: Bench) -> list[ClaimRun]:
+def claim_rates(bench: BenchContext) -> list[ClaimRun]:
     """``claim_repeats`` runs of :func:`claim_throughput` on ``claim_jobs`` fresh jobs."""
     rates = []
     for repeat in range(bench.options.claim_repeats):

@@ -6,40 +6,25 @@ import os
 import time
 from typing import Any
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.jobs import BenchJobs
-from django_pgqueue.bench.jobs import register as register_jobs
-from django_pgqueue.bench.measurement import machine_info
-from django_pgqueue.bench.phases import PHASES
-from django_pgqueue.bench.progress import NoProgress, Progress
-from django_pgqueue.bench.results import BenchOptions, BenchResult, new_queue_name
-from django_pgqueue.bench.workers import WorkerProcess
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.context import BenchContext
+from django_pgqueue.contrib.bench.measurement import machine_info
+from django_pgqueue.contrib.bench.phases import PHASES
+from django_pgqueue.contrib.bench.progress import Progress
+from django_pgqueue.contrib.bench.results import BenchOptions, BenchResult
 from django_pgqueue.sql import TABLE
 
 
-class Bench:
-    """What every phase works with: the options, the scratch queue, the result it fills."""
+class Bench(BenchContext):
+    """One run: the selected phases (and those they need) in order, then the clean-up."""
 
     def __init__(self, options: BenchOptions, progress: Progress | None = None) -> None:
         self.phases = list(PHASES) if options.phases is None else list(options.phases)
         unknown = set(self.phases) - set(PHASES)
         if unknown:
             raise ValueError(f"Unknown phases: {', '.join(sorted(unknown))}")
-        self.options = options
-        self.progress: Progress = progress or NoProgress()
-        self.queue = new_queue_name()
-        self.mark = 0  # every row of the scratch queue has a greater id
-        self.children: list[WorkerProcess] = []
-        self.result = BenchResult()
-
-    @property
-    def jobs(self) -> BenchJobs:
-        return register_jobs()
-
-    @property
-    def noop(self) -> Any:
-        return self.jobs.noop.using(queue=self.queue)
+        super().__init__(options, progress)
 
     def to_run(self) -> list[str]:
         """The selected phases and those they need, in the registry's order."""
@@ -76,24 +61,6 @@ class Bench:
             self.cleanup()
         self.result.machine["load_average_1m_end"] = round(os.getloadavg()[0], 2)
         return self.result
-
-    def cleanup(self) -> None:
-        """Stop our workers and delete every row of the scratch queue (runs on Ctrl-C too)."""
-        for child in self.children:
-            child.stop()
-        self.children.clear()
-        database.drop_broken_connection()
-        database.delete_queue(self.queue, self.mark)
-        database.delete_worker_rows(self.queue)
-        # Leave no dead rows behind for the next run (or the real queues) to step over.
-        database.vacuum_analyze()
-
-    def start_worker(self, **options: Any) -> WorkerProcess:
-        """A real ``run_jobs`` serving the scratch queue, stopped by :meth:`cleanup`."""
-        child = WorkerProcess(queues=[self.queue], **options)
-        self.children.append(child)
-        child.start()
-        return child
 
     def queue_settings(self) -> dict[str, Any]:
         options = self.options

@@ -1,6 +1,6 @@
 """The phases of a benchmark run, in the order they run: the registry ``--phases`` reads.
 
-A phase is a function taking the :class:`~django_pgqueue.bench.run.Bench` (its options, its
+A phase is a function taking the run's :class:`.context.BenchContext` (its options, its
 scratch queue, ``start_worker``, the result to fill); it leaves the scratch queue empty. A new
 phase is a module here and one line below.
 
@@ -20,16 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django_pgqueue.bench.phases import drain, enqueue, history, pickup
+from django_pgqueue.contrib.bench.phases import drain, enqueue, history, pickup
 
 if TYPE_CHECKING:
-    from django_pgqueue.bench.run import Bench
+    from django_pgqueue.contrib.bench.context import BenchContext
 
 
 @dataclass(frozen=True)
 class Phase:
     name: str
-    run: Callable[[Bench], None]
+    run: Callable[[BenchContext], None]
     #: Phases that must run first (and do, when this one is selected).
     needs: tuple[str, ...] = ()
 

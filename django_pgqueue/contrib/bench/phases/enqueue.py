@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.measurement import percentile
-from django_pgqueue.bench.results import BenchError
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import percentile
+from django_pgqueue.contrib.bench.results import BenchError
 
 if TYPE_CHECKING:
-    from django_pgqueue.bench.run import Bench
+    from django_pgqueue.contrib.bench.context import BenchContext
 
 
-def enqueue_bulk(bench: Bench) -> None:
+def enqueue_bulk(bench: BenchContext) -> None:
     """-> ``enqueue_bulk_per_s``; leaves the jobs for ``drain``."""
     count = bench.options.jobs
     bench.progress.start(f"enqueue_many {count:,} jobs", count)
@@ -27,7 +27,7 @@ def enqueue_bulk(bench: Bench) -> None:
     bench.progress.finish(f"{bench.result.enqueue_bulk_per_s:,.0f} jobs/s")
 
 
-def enqueue_single(bench: Bench) -> None:
+def enqueue_single(bench: BenchContext) -> None:
     """-> ``enqueue_single_ms_p50/p99``."""
     count = bench.options.single_samples
     bench.progress.start(f"enqueue() x {count:,}", count)

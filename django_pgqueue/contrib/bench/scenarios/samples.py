@@ -11,8 +11,8 @@ from typing import Any
 
 from django.db import connections
 
-from django_pgqueue.bench.scenarios import queries
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench.scenarios import queries
 
 
 @dataclass

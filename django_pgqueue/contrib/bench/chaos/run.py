@@ -17,17 +17,17 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.chaos import queries
-from django_pgqueue.bench.chaos.faults import (
+from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.chaos import queries
+from django_pgqueue.contrib.bench.chaos.faults import (
     FAULTS,
     ServerControl,
     kill_a_worker_process,
     terminate_worker_connections,
 )
-from django_pgqueue.bench.results import BenchError, new_queue_name
-from django_pgqueue.bench.workers import WorkerProcess
-from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench.results import BenchError, new_queue_name
+from django_pgqueue.contrib.bench.workers import WorkerProcess
 from django_pgqueue.decorators import JobFunction, job
 from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.states import JobStatus

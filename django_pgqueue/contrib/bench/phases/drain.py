@@ -6,16 +6,16 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.measurement import BackendCPU
-from django_pgqueue.bench.results import BenchError
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import BackendCPU
+from django_pgqueue.contrib.bench.results import BenchError
 from django_pgqueue.states import JobStatus
 
 if TYPE_CHECKING:
-    from django_pgqueue.bench.run import Bench
+    from django_pgqueue.contrib.bench.context import BenchContext
 
 
-def drain(bench: Bench) -> None:
+def drain(bench: BenchContext) -> None:
     """-> ``drain_per_s``, from the fork to the latest ``finished_at``, and the CPU per job."""
     options = bench.options
     count = options.jobs

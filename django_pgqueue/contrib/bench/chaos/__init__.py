@@ -28,9 +28,9 @@ module         holds
 
 from __future__ import annotations
 
-from django_pgqueue.bench.chaos.faults import FAULTS, ServerControl
-from django_pgqueue.bench.chaos.report import lines
-from django_pgqueue.bench.chaos.run import ChaosOptions, ChaosResult, ChaosRun, FaultResult
+from django_pgqueue.contrib.bench.chaos.faults import FAULTS, ServerControl
+from django_pgqueue.contrib.bench.chaos.report import lines
+from django_pgqueue.contrib.bench.chaos.run import ChaosOptions, ChaosResult, ChaosRun, FaultResult
 
 __all__ = [
     "FAULTS",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.bench.results import BenchResult, MemoryResult
+from django_pgqueue.contrib.bench.results import BenchResult, MemoryResult
 
 
 def describe(result: BenchResult) -> list[tuple[str, str, str]]:

@@ -27,13 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.measurement import machine_info
-from django_pgqueue.bench.progress import NoProgress, Progress
-from django_pgqueue.bench.results import BenchError, new_queue_name
-from django_pgqueue.bench.scenarios import chart, pressure, samples
-from django_pgqueue.bench.scenarios.load import Producer
-from django_pgqueue.bench.workers import WorkerProcess
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import machine_info
+from django_pgqueue.contrib.bench.progress import NoProgress, Progress
+from django_pgqueue.contrib.bench.results import BenchError, new_queue_name
+from django_pgqueue.contrib.bench.scenarios import chart, pressure, samples
+from django_pgqueue.contrib.bench.scenarios.load import Producer
+from django_pgqueue.contrib.bench.workers import WorkerProcess
 
 SCENARIOS = ("idle-in-tx", "active-readers", "high-load")
 PHASES = ("warmup", "clean", "stress", "recovery")

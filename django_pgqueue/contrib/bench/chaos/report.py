@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from django_pgqueue.bench.chaos.run import ChaosResult
+    from django_pgqueue.contrib.bench.chaos.run import ChaosResult
 
 
 def lines(result: ChaosResult) -> list[str]:

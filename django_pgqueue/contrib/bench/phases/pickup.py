@@ -6,18 +6,18 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from django_pgqueue.bench import database
-from django_pgqueue.bench.measurement import percentile
-from django_pgqueue.bench.results import BenchError
-from django_pgqueue.bench.workers import WorkerProcess
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import percentile
+from django_pgqueue.contrib.bench.results import BenchError
+from django_pgqueue.contrib.bench.workers import WorkerProcess
 from django_pgqueue.states import JobStatus
 
 if TYPE_CHECKING:
-    from django_pgqueue.bench.run import Bench
+    from django_pgqueue.contrib.bench.context import BenchContext
 
 
-def pickup(bench: Bench) -> None:
+def pickup(bench: BenchContext) -> None:
     """-> ``pickup_ms_p50/p99``: one job enqueued at a time, with pauses."""
     from django_pgqueue.models import Job
 

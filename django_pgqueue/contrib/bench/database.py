@@ -15,8 +15,8 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-from django_pgqueue.bench.jobs import NOOP
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench.workload import NOOP
 from django_pgqueue.operations import Database
 from django_pgqueue.sql import TABLE
 from django_pgqueue.states import JobStatus

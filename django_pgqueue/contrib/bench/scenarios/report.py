@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.bench.scenarios.runner import ScenarioResult
+from django_pgqueue.contrib.bench.scenarios.runner import ScenarioResult
 
 COLUMNS = (
     ("phase", "{:<9}"),

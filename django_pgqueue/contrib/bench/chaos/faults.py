@@ -12,9 +12,9 @@ from pathlib import Path
 
 from django.db import connections
 
-from django_pgqueue.bench.chaos import queries
-from django_pgqueue.bench.results import BenchError
 from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench.chaos import queries
+from django_pgqueue.contrib.bench.results import BenchError
 from django_pgqueue.operations import DATABASE_ERRORS
 
 FAULTS = ("sigkill", "terminate", "restart")
