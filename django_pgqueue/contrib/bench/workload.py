@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from django_pgqueue.decorators import JobFunction, job
 
+# Names, not import paths: kept as they were before the tool moved to contrib/ (so were
+# scenarios.load.SLEEP and chaos.run.CHAOS_JOB), like the figures and logs that mention them.
 NOOP = "django_pgqueue.bench.noop"
 RECORD_START = "django_pgqueue.bench.record_start"
 
