@@ -38,6 +38,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_pgqueue",
+    # pgqueue_bench and pgqueue_chaos (tests/runtime_settings.py leaves it out).
+    "django_pgqueue.contrib.bench",
     "tests.testapp",
 ]
 

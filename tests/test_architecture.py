@@ -71,11 +71,11 @@ def test_no_import_cycles_in_the_package():
 
 def test_the_runtime_does_not_import_the_benchmark():
     """``import django_pgqueue``, the app's start-up, the worker, the admin and the other
-    commands never import ``django_pgqueue.bench`` (a tool, not part of the runtime)."""
+    commands never import ``django_pgqueue.contrib.bench`` (a tool, not part of the runtime)."""
     runtime = [
         name
         for name in modules()
-        if not name.startswith("django_pgqueue.bench")
+        if not name.startswith("django_pgqueue.contrib.bench")
         and not name.startswith("django_pgqueue.migrations")
         # The django.tasks backend needs django.tasks (Django 6.0+): on 5.2 it refuses import.
         and (django.VERSION >= (6, 0) or not name.startswith("django_pgqueue.tasks"))
@@ -92,11 +92,11 @@ def test_the_runtime_does_not_import_the_benchmark():
         "import importlib\n"
         f"for name in {runtime!r}: importlib.import_module(name)\n"
         "import tests.urls\n"
-        "print(sorted(m for m in sys.modules if m.startswith('django_pgqueue.bench')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('django_pgqueue.contrib.bench')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.runtime_settings"},
         cwd=PACKAGE.parent,
         capture_output=True,
         text=True,
@@ -132,7 +132,7 @@ def test_no_module_is_over_400_lines():
 #: Where SQL may run: the operations, the worker's connection wrapper (it opens cursors for
 #: them) and the benchmark, a tool outside the runtime that measures the server itself.
 SQL_RUNNERS = ("django_pgqueue.operations", "django_pgqueue.worker.connection")
-SQL_TOOLS = ("django_pgqueue.bench",)
+SQL_TOOLS = ("django_pgqueue.contrib.bench",)
 #: Calls that run SQL text or open a cursor to run it.
 SQL_CALLS = {"execute", "executemany", "cursor", "raw", "extra", "RawSQL", "copy"}
 

@@ -15,8 +15,18 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-import django_pgqueue.bench.run as bench_run
-from django_pgqueue import bench, registry
+import django_pgqueue.contrib.bench.run as bench_run
+from django_pgqueue import registry
+from django_pgqueue.contrib.bench.measurement import percentile
+from django_pgqueue.contrib.bench.phases import PHASES, Phase
+from django_pgqueue.contrib.bench.results import (
+    QUEUE_PREFIX,
+    RESULT_KEYS,
+    BenchError,
+    BenchOptions,
+)
+from django_pgqueue.contrib.bench.run import Bench
+from django_pgqueue.contrib.bench.workload import NOOP, RECORD_START
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
 from django_pgqueue.states import JobStatus
@@ -41,7 +51,7 @@ def run_bench(*args: str) -> tuple[list[str], str]:
 
 
 def bench_rows() -> int:
-    return Job.objects.filter(queue__startswith=bench.QUEUE_PREFIX).count()
+    return Job.objects.filter(queue__startswith=QUEUE_PREFIX).count()
 
 
 def test_json_last_line_has_every_figure_and_the_scratch_queue_is_gone():
@@ -49,8 +59,8 @@ def test_json_last_line_has_every_figure_and_the_scratch_queue_is_gone():
     lines, err = run_bench(*TINY, "--json")
 
     data = json.loads(lines[-1])
-    assert list(data) == list(bench.RESULT_KEYS)
-    for key in bench.RESULT_KEYS[:-2]:
+    assert list(data) == list(RESULT_KEYS)
+    for key in RESULT_KEYS[:-2]:
         assert isinstance(data[key], float), key
         assert data[key] > 0, key
     machine = data["machine"]
@@ -58,13 +68,13 @@ def test_json_last_line_has_every_figure_and_the_scratch_queue_is_gone():
     assert data["settings"]["jobs"] == 200
     assert data["settings"]["processes"] == 2
     assert data["settings"]["history_rows"] == 2000
-    assert data["settings"]["queue"].startswith(bench.QUEUE_PREFIX)
+    assert data["settings"]["queue"].startswith(QUEUE_PREFIX)
     # The human-readable table comes first, and the phases were reported on stderr.
     assert any(line.startswith("drain_per_s") for line in lines[:-1])
     assert "drain with 2 processes" in err
 
     assert bench_rows() == 0
-    assert not WorkerRow.objects.filter(worker_id__startswith=bench.QUEUE_PREFIX).exists()
+    assert not WorkerRow.objects.filter(worker_id__startswith=QUEUE_PREFIX).exists()
     mine.refresh_from_db()
     assert mine.status == "pending"
     assert Job.objects.count() == 1
@@ -115,26 +125,26 @@ def test_bad_options_are_refused():
 
 def test_cleanup_after_a_failure(monkeypatch):
     def boom(run):
-        raise bench.BenchError("interrupted")
+        raise BenchError("interrupted")
 
-    monkeypatch.setitem(bench.PHASES, "single", bench.Phase("single", boom))
-    with pytest.raises(bench.BenchError):
+    monkeypatch.setitem(PHASES, "single", Phase("single", boom))
+    with pytest.raises(BenchError):
         run_bench("--jobs=30", "--phases=enqueue,drain,single")
     assert bench_rows() == 0
 
 
 def test_percentile():
-    assert bench.percentile([3.0], 99) == 3.0
-    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert bench.percentile(list(map(float, range(101))), 99) == 99.0
+    assert percentile([3.0], 99) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile(list(map(float, range(101))), 99) == 99.0
 
 
 def test_every_phase_is_in_the_registry_and_drain_brings_its_jobs():
-    assert list(bench.PHASES) == ["enqueue", "drain", "single", "pickup", "history"]
-    run = bench.Bench(bench.BenchOptions(phases=["drain"]))
+    assert list(PHASES) == ["enqueue", "drain", "single", "pickup", "history"]
+    run = Bench(BenchOptions(phases=["drain"]))
     assert run.to_run() == ["enqueue", "drain"]
     with pytest.raises(ValueError, match="Unknown phases: nope"):
-        bench.Bench(bench.BenchOptions(phases=["nope"]))
+        Bench(BenchOptions(phases=["nope"]))
 
 
 def test_a_new_phase_runs_in_its_place_and_leaves_no_rows(monkeypatch):
@@ -143,10 +153,10 @@ def test_a_new_phase_runs_in_its_place_and_leaves_no_rows(monkeypatch):
     def count_pending(run):
         seen.append(Job.objects.filter(queue=run.queue, status=JobStatus.PENDING).count())
 
-    phases = dict(bench.PHASES)
-    phases["count"] = bench.Phase("count", count_pending, needs=("enqueue",))
+    phases = dict(PHASES)
+    phases["count"] = Phase("count", count_pending, needs=("enqueue",))
     monkeypatch.setattr(bench_run, "PHASES", phases)
-    result = bench.Bench(bench.BenchOptions(jobs=7, phases=["count"])).run()
+    result = Bench(BenchOptions(jobs=7, phases=["count"])).run()
     assert seen == [7]
     assert result.enqueue_bulk_per_s is not None
     assert bench_rows() == 0
@@ -156,10 +166,14 @@ def test_the_bench_jobs_are_registered_when_it_runs_not_when_it_is_imported():
     code = (
         "import django; django.setup()\n"
         "from django_pgqueue import registry\n"
-        "import django_pgqueue.bench\n"
+        "from django_pgqueue.contrib.bench.chaos.run import CHAOS_JOB\n"
+        "from django_pgqueue.contrib.bench.run import Bench\n"
+        "from django_pgqueue.contrib.bench.scenarios.load import SLEEP\n"
+        "from django_pgqueue.contrib.bench.workload import NOOP, RECORD_START\n"
         "from django.core.management import load_command_class\n"
-        "load_command_class('django_pgqueue', 'pgqueue_bench')\n"
-        "print(sorted(n for n in registry.names() if n.startswith('django_pgqueue.bench')))\n"
+        "for name in ('pgqueue_bench', 'pgqueue_chaos'):\n"
+        "    load_command_class('django_pgqueue.contrib.bench', name)\n"
+        "print(sorted({NOOP, RECORD_START, SLEEP, CHAOS_JOB} & set(registry.names())))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -172,6 +186,4 @@ def test_the_bench_jobs_are_registered_when_it_runs_not_when_it_is_imported():
     )
     assert done.stdout.strip() == "[]"
     run_bench("--jobs=5", "--phases=enqueue", "--no-progress")
-    assert {"django_pgqueue.bench.noop", "django_pgqueue.bench.record_start"} <= set(
-        registry.names()
-    )
+    assert {NOOP, RECORD_START} <= set(registry.names())

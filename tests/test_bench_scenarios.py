@@ -11,9 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
-from django_pgqueue import bench
-from django_pgqueue.bench.results import BenchError
-from django_pgqueue.bench.scenarios import runner
+from django_pgqueue.contrib.bench.results import QUEUE_PREFIX, BenchError
+from django_pgqueue.contrib.bench.scenarios import runner
 from django_pgqueue.models import Job
 from django_pgqueue.models import Worker as WorkerRow
 from tests.utils import wait_until
@@ -104,8 +103,8 @@ def test_scenario_reports_every_phase_samples_and_chart(tmp_path, name, extra):
     assert any(line.startswith("server: PostgreSQL") for line in table)
 
     # Nothing of the scratch queue is left behind.
-    assert not Job.objects.filter(queue__startswith=bench.QUEUE_PREFIX).exists()
-    assert not WorkerRow.objects.filter(worker_id__startswith=bench.QUEUE_PREFIX).exists()
+    assert not Job.objects.filter(queue__startswith=QUEUE_PREFIX).exists()
+    assert not WorkerRow.objects.filter(worker_id__startswith=QUEUE_PREFIX).exists()
 
 
 def test_minutes_sets_the_stress_phase_and_bad_values_are_refused(tmp_path):
@@ -161,4 +160,4 @@ def test_a_run_the_server_cuts_off_stops_its_worker_and_deletes_its_rows(tmp_pat
         killer.join()
         for worker in workers:
             worker.stop()  # never left behind, even when the assertion fails
-    assert not Job.objects.filter(queue__startswith=bench.QUEUE_PREFIX).exists()
+    assert not Job.objects.filter(queue__startswith=QUEUE_PREFIX).exists()

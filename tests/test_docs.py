@@ -1,4 +1,5 @@
-"""Every Python block of README.md and docs/*.md compiles and says whether it runs.
+"""Every Python block of README.md and docs/*.md compiles and says whether it runs; every
+relative link between them resolves, anchors included.
 
 The blocks marked ``run`` are executed against the example project by
 example_project/shop/tests/test_docs.py; the conventions are in tests/docsnippets.py and
@@ -55,3 +56,31 @@ def test_the_docs_name_the_admin_actions_as_the_admin_does():
     ).read_text()
     for button in re.findall(r'value="[a-z-]+">([^<]+)</button>', buttons):
         assert f"**{button}**" in pages["admin.md"], button
+
+
+def anchors(page):
+    """GitHub's ids of a page's headings: lower case, punctuation dropped, spaces as hyphens,
+    ``-1``, ``-2``... for repeats."""
+    found, seen = set(), {}
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+    for title in re.findall(r"^#{1,6} (.+)$", text, flags=re.M):
+        anchor = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+        found.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+        seen[anchor] = seen.get(anchor, 0) + 1
+    return found
+
+
+def test_every_relative_link_and_anchor_in_the_docs_resolves():
+    broken = []
+    for page in PAGES:
+        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            name, _, anchor = target.partition("#")
+            linked = (page.parent / name).resolve() if name else page
+            if not linked.exists() or (
+                anchor and linked.suffix == ".md" and anchor not in anchors(linked)
+            ):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken
