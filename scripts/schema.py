@@ -36,7 +36,7 @@ MIGRATIONS = ROOT / "django_pgqueue" / "migrations"
 #: The last migration of the replaced ones: migrating to it on a new database runs 0001-0011
 #: one by one (the old path); a plain ``migrate`` runs the squashed migration instead.
 OLD_PATH_END = "0011_ready_held_queues"
-REGENERATE = "run `make schema` (python scripts/schema.py) and commit django_pgqueue/sql/schema.sql"
+REGENERATE = "run `make schema` (python scripts/schema.py) and commit the file"
 
 # pg_dump's header before each object: "--\n-- Name: x; Type: TABLE; Schema: public; Owner: -\n--"
 _HEADER = re.compile(r"^--\n-- Name: (.+?); Type: (.+?); Schema: .*?; Owner: .*?\n--\n", re.M)
