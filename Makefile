@@ -22,7 +22,7 @@ space := $(empty) $(empty)
 PYENV_BINS := $(subst $(space),:,$(strip $(wildcard $(PYENV_ROOT)/versions/3.1[2-9]*/bin)))
 TOX_PATH := $(if $(PYENV_BINS),$(PYENV_BINS):)$(PATH)
 
-.PHONY: help demo test lint format type tox check ci venv dist db db-url db-stop db-destroy clean
+.PHONY: help demo test lint format type tox check ci venv dist schema db db-url db-stop db-destroy clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ dist: $(VENV)/.installed-dev ## Build the sdist and the wheel into dist/ and che
 	$(PY) -m build --outdir dist .
 	$(PY) -m twine check --strict dist/*
 	@ls -l dist
+
+schema: $(VENV)/.installed-dev ## Write django_pgqueue/sql/schema.sql again from the migrations (after adding one)
+	@$(PY) scripts/schema.py
 
 db-url: $(VENV)/.installed-example ## Print the DATABASE_URL the tests and the demo use
 	@$(PY) scripts/pgdb.py url --database pgqueue_demo

@@ -177,7 +177,7 @@ def test_the_worker_stale_scan_starts_where_the_last_one_ended(queue_connection)
 
 def test_a_table_made_by_0_1_keeps_every_job_through_the_migration():
     """Rows written with the 0.1 schema (no ring) survive the migration and run."""
-    with migrated_back_to("0001") as cursor:
+    with migrated_back_to("0001_initial") as cursor:
         cursor.execute("SELECT to_regclass('pgqueue_ready')")
         assert cursor.fetchone()[0] is None
         cursor.execute(

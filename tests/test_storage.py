@@ -1,4 +1,4 @@
-"""The job table's storage parameters (``sql.storage``, ``0010``): a report scanning the job
+"""The job table's storage parameters (``0010_job_serial_scans``): a report scanning the job
 table runs in one process, whatever the planner's costs would choose. Plans only, never
 timings."""
 

@@ -6,8 +6,24 @@ import django.core.validators
 import django.utils.timezone
 from django.db import migrations, models
 
-import django_pgqueue.schedules.models
-from django_pgqueue.sql.schedules import DROP_NOTIFY_TRIGGER, NOTIFY_TRIGGER
+import django_pgqueue.fields
+
+# Frozen: the SQL as it ran (``sql/schedules.py`` may change, this migration never does).
+NOTIFY_TRIGGER = """
+CREATE FUNCTION pgqueue_notify_schedules() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('pgqueue_schedules', '');
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgqueue_schedule_notify
+    AFTER INSERT OR UPDATE OR DELETE ON pgqueue_schedule
+    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_notify_schedules();
+"""
+DROP_NOTIFY_TRIGGER = """
+DROP TRIGGER IF EXISTS pgqueue_schedule_notify ON pgqueue_schedule;
+DROP FUNCTION IF EXISTS pgqueue_notify_schedules();
+"""
 
 
 class Migration(migrations.Migration):
@@ -52,7 +68,7 @@ class Migration(migrations.Migration):
                 (
                     "timezone",
                     models.CharField(
-                        default=django_pgqueue.schedules.models.default_zone,
+                        default=django_pgqueue.fields.default_zone,
                         help_text="IANA time zone the cron expression is read in (e.g. Europe/Paris).",
                         max_length=64,
                     ),

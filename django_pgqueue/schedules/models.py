@@ -12,13 +12,13 @@ import inspect
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone as django_timezone
 
+from django_pgqueue.fields import default_zone
 from django_pgqueue.states import PRIORITY_MAX, PRIORITY_MIN
 
 if TYPE_CHECKING:
@@ -45,10 +45,6 @@ CODE_FIELDS = (
 )
 #: Fields whose change moves ``next_run_at``.
 TIMING_FIELDS = ("cron", "every", "timezone", "enabled")
-
-
-def default_zone() -> str:
-    return str(getattr(django_settings, "TIME_ZONE", None) or "UTC")
 
 
 class ScheduleQuerySet(models.QuerySet["Schedule"]):

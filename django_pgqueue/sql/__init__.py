@@ -3,8 +3,10 @@
 The statements are grouped by what they serve: :mod:`.enqueue`, :mod:`.claim`,
 :mod:`.outcomes` (heartbeat, finish, release), :mod:`.maintenance` (pruning, the worker table),
 :mod:`.stats` (the dashboard's counts), :mod:`.admin` (the admin's search), :mod:`.testing`
-(what :func:`django_pgqueue.testing.run_jobs` adds) and :mod:`.storage` (the job table's
-storage parameters).
+(what :func:`django_pgqueue.testing.run_jobs` adds), :mod:`.ready`, :mod:`.parked` and
+:mod:`.held` (the ready ring and its partitions). The schema they run against is
+``schema.sql``, whole: tables, indexes, the trigger functions (``make schema`` writes it from
+the migrations, which carry their DDL frozen and never import these modules).
 :mod:`django_pgqueue.operations` is the only code that executes them; its functions take a
 DB-API cursor (Django's cursor wrapper or a raw psycopg cursor: both use ``%s`` placeholders),
 so the ORM side and the worker's own connection share the same SQL. States are spelled through

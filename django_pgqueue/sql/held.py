@@ -20,8 +20,8 @@ cost every limited claim 70-86 ms), and is never held otherwise.
   jobs run. Held rows of paused queues stay.
 * A job of a key's group leaving ``running`` (finished, failed, retried, handed back, deleted)
   puts the group's next held row into the ring, in its own transaction (the trigger
-  ``pgqueue_job_ready_refill``): as many rows come back as leave, and a hot key runs as fast
-  as before. Nothing fires for a job with neither key.
+  ``pgqueue_job_ready_refill``, in ``sql/schema.sql``): as many rows come back as leave, and a
+  hot key runs as fast as before. Nothing fires for a job with neither key.
 * A queue's group is refilled by the limited claim instead (``sql.limits``): the claim that
   takes jobs of a queue's group puts as many of its held rows back, in the same statement. A
   trigger on every finish would cost every job of every queue; the claims that take a limited
@@ -37,12 +37,9 @@ group's ring rows run out before the next are put back (after many of them were 
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE
 from django_pgqueue.sql.limits import QUEUE_HELD_INDEX, WINDOW_TABLE, keyless
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
 from django_pgqueue.sql.ready import (
-    BY_ID,
-    COLUMNS,
     HELD_SLOT,
     HELD_TABLE,
     INSERT_SLOT,
@@ -50,12 +47,8 @@ from django_pgqueue.sql.ready import (
     TAKEN,
     delete_taken,
     insert_moved,
-    keep_rows,
-    move_rows,
 )
-from django_pgqueue.states import JobStatus
 
-_RUNNING = f"'{JobStatus.RUNNING.value}'"
 _ORDER = "ORDER BY priority DESC, run_after, job_id"
 
 #: Rows of a group the ring keeps besides twice what it may start at once.
@@ -222,65 +215,4 @@ SELECT EXISTS (SELECT 1 FROM {READY_TABLE} r WHERE r.slot >= 0 AND {grouped("r."
     OR EXISTS (SELECT 1 FROM {HELD_TABLE})
     OR EXISTS (SELECT 1 FROM {QUEUE_TABLE}
                WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)
-"""
-
-# A job of a group left ``running``: the group's next held row goes into the ring. By ``ctid``
-# of the held row (``SKIP LOCKED``: one an upkeep is moving is left to it).
-_WHEN_GROUPED = grouped("OLD.")
-_REFILL_ONE = f"""
-CREATE OR REPLACE FUNCTION pgqueue_ready_refill() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    WITH m AS (
-        DELETE FROM {HELD_TABLE} h WHERE h.ctid = (
-            SELECT ctid FROM {HELD_TABLE} WHERE {GROUPED} AND {group()} = {group("OLD.")}
-            {_ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)
-        RETURNING h.*)
-    {insert_moved(INSERT_SLOT)};
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER pgqueue_job_ready_refill
-    AFTER UPDATE OF status ON {TABLE} FOR EACH ROW
-    WHEN ({_WHEN_GROUPED} AND OLD.status = {_RUNNING} AND NEW.status <> {_RUNNING})
-    EXECUTE FUNCTION pgqueue_ready_refill();
-CREATE TRIGGER pgqueue_job_ready_refill_deleted
-    AFTER DELETE ON {TABLE} FOR EACH ROW
-    WHEN ({_WHEN_GROUPED} AND OLD.status = {_RUNNING})
-    EXECUTE FUNCTION pgqueue_ready_refill();
-"""
-
-#: ``0009_ready_held``: the held partition (an index on ``job_id`` for the update trigger,
-#: which now replaces a pending job's held row like its later and parked ones), the partial
-#: index of grouped rows every partition gets (the upkeep counts a group's rows on it, and
-#: reads a group's held rows in order), and the trigger that puts rows back.
-ADD_HELD = f"""
-CREATE TABLE {HELD_TABLE} PARTITION OF {READY_TABLE} FOR VALUES IN ({HELD_SLOT});
-CREATE INDEX {HELD_TABLE}_job ON {HELD_TABLE} (job_id);
-CREATE INDEX {READY_TABLE}_group ON {READY_TABLE} (({group()}), priority DESC, run_after, job_id)
-    WHERE {GROUPED};
-{keep_rows(COLUMNS, parked=True, held=True)}
-{_REFILL_ONE}
-"""
-
-REMOVE_HELD = f"""
-DROP TRIGGER pgqueue_job_ready_refill_deleted ON {TABLE};
-DROP TRIGGER pgqueue_job_ready_refill ON {TABLE};
-DROP FUNCTION pgqueue_ready_refill();
-{keep_rows(COLUMNS, parked=True)}
-{move_rows(f"r.slot = {HELD_SLOT}", BY_ID)};
-DROP TABLE {HELD_TABLE};
-DROP INDEX {READY_TABLE}_group;
-"""
-
-
-#: ``0011_ready_held_queues``: the held rows of a queue's group, in the claims' order (the
-#: limited claim puts them back from the front; the upkeep finds the queues that have some).
-ADD_HELD_QUEUES = f"""
-CREATE INDEX {QUEUE_HELD_INDEX} ON {HELD_TABLE} (queue, priority DESC, run_after, job_id)
-    WHERE {keyless()};
-"""
-
-REMOVE_HELD_QUEUES = f"""
-{move_rows(f"r.slot = {HELD_SLOT} AND {keyless('r.')}", BY_ID)};
-DROP INDEX {QUEUE_HELD_INDEX};
 """

@@ -23,14 +23,12 @@ from __future__ import annotations
 from django_pgqueue.sql.queues import QUEUE_TABLE
 from django_pgqueue.sql.ready import (
     BY_ID,
-    COLUMNS,
     PARKED_SLOT,
     PARKED_TABLE,
     READY_TABLE,
     TAKEN,
     delete_taken,
     insert_moved,
-    keep_rows,
     move_rows,
 )
 
@@ -51,12 +49,6 @@ WITH gone AS MATERIALIZED (
 ){delete_taken("gone", returning=True)}
 {insert_moved(str(PARKED_SLOT), TAKEN)}
 """
-
-#: Ring rows of paused queues are parked (the migration).
-_PARK_PAUSED = move_rows(
-    f"r.slot >= 0 AND r.queue IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
-    str(PARKED_SLOT),
-)
 
 #: The workers' upkeep: paused queues with rows in the ring (``true``: to park) and queues not
 #: paused with parked rows (``false``: to put back, those of an enqueue racing a resume).
@@ -79,21 +71,4 @@ UNION ALL
 SELECT p.queue, false FROM parked_queues p
 WHERE p.queue IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} q WHERE q.name = p.queue AND q.paused)
-"""
-
-
-#: ``0008_ready_parked``: the parked partition, with an index on ``job_id`` for the update
-#: trigger, which now replaces a pending job's parked row like its later one (the partition
-#: also gets the claim indexes every partition has); the rows of queues paused now are parked.
-ADD_PARKED = f"""
-CREATE TABLE {PARKED_TABLE} PARTITION OF {READY_TABLE} FOR VALUES IN ({PARKED_SLOT});
-CREATE INDEX {PARKED_TABLE}_job ON {PARKED_TABLE} (job_id);
-{keep_rows(COLUMNS, parked=True)}
-{_PARK_PAUSED};
-"""
-
-REMOVE_PARKED = f"""
-{keep_rows(COLUMNS)}
-{move_rows(f"r.slot = {PARKED_SLOT}", BY_ID)};
-DROP TABLE {PARKED_TABLE};
 """

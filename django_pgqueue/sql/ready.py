@@ -22,7 +22,7 @@ A ready row copies what the claims choose by: queue, priority, run_after, concur
 and (since ``0007_ready_limits``) rate key and concurrency limit, so the limited claim
 (``sql.limits``) reads the ring too.
 
-Triggers on ``pgqueue_job`` keep the rows (see the migration ``0006_ready_ring``): a job
+Triggers on ``pgqueue_job`` keep the rows (their functions: ``sql/schema.sql``): a job
 inserted pending, or updated into ``pending`` (a retry, a release, a hand-back) or to a new
 ``run_after`` (run now), gets its ready row; a pending job deleted (or the table truncated)
 takes its rows along. The claim deletes the rows it takes; a row whose
@@ -45,15 +45,14 @@ PARKED_TABLE = f"{READY_TABLE}_parked"
 PARKED_SLOT = -2
 HELD_TABLE = f"{READY_TABLE}_held"
 HELD_SLOT = -3
-#: Rows left in a drained slot that recycling moves on (more: the slot is still draining).
+#: Rows left in a drained slot that recycling moves on (more: the slot is still draining); the
+#: number ``pgqueue_ready_recycle`` spells.
 STRAGGLERS = 256
 
 _PENDING = f"'{JobStatus.PENDING.value}'"
 
 #: The job columns a ready row copies: those of ``0006_ready_ring``, and the limits' (``0007``).
-BASE_COLUMNS = ("queue", "priority", "run_after", "concurrency_key")
-LIMIT_COLUMNS = ("rate_key", "concurrency_limit")
-COLUMNS = BASE_COLUMNS + LIMIT_COLUMNS
+COLUMNS = ("queue", "priority", "run_after", "concurrency_key", "rate_key", "concurrency_limit")
 _COPIED = ", ".join(COLUMNS)
 
 
@@ -165,217 +164,9 @@ WHERE s <> {INSERT_SLOT}
 ORDER BY s
 """
 
-#: Recycle one slot: TRUNCATE it if it holds no row of a pending job (see the migration).
+#: Recycle one slot: TRUNCATE it if it holds no row of a pending job (``pgqueue_ready_recycle``
+#: in ``sql/schema.sql``).
 RECYCLE = "SELECT pgqueue_ready_recycle(%s)"
 
 #: Rows per ring slot, in the later, parked and held partitions (tests and the benchmark look).
 SLOT_COUNTS = f"SELECT slot, count(*) FROM {READY_TABLE} GROUP BY slot ORDER BY slot"
-
-#: The ring's DDL, for the migration: tables, indexes and the functions the triggers call.
-_PARTITIONS = "\n".join(
-    f"CREATE TABLE {READY_TABLE}_{s} PARTITION OF {READY_TABLE} FOR VALUES IN ({s});"
-    for s in range(RING_SLOTS)
-)
-
-
-def keep_rows(columns: tuple[str, ...], *, parked: bool = False, held: bool = False) -> str:
-    """The trigger functions, the update trigger and the recycling function, for ready rows
-    that copy ``columns``: ``CREATE OR REPLACE``, so a migration can change the copied set.
-    With ``parked`` (``0008``) and ``held`` (``0009``), a pending job's parked or held row is
-    replaced like its later one."""
-    copied = ", ".join(columns)
-    # The partitions a pending job's earlier row is found in by job id (ring rows are left to
-    # the claim).
-    slots = [LATER_SLOT] + [PARKED_SLOT] * parked + [HELD_SLOT] * held
-    by_job = f"slot IN ({', '.join(map(str, slots))})" if len(slots) > 1 else f"slot = {LATER_SLOT}"
-    new_values = ", ".join(f"NEW.{c}" for c in columns)
-    changed = "\n        OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in columns)
-    pending = _PENDING.replace("'", "''")
-    return f"""
-CREATE OR REPLACE FUNCTION pgqueue_ready_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO {READY_TABLE} (slot, job_id, {copied})
-    SELECT pgqueue_ready_slot(id, run_after), id, {copied}
-    FROM inserted WHERE status = {_PENDING};
-    RETURN NULL;
-END;
-$$;
-
--- A job became pending (retry, release, hand-back) or pending with a new run_after (run now):
--- its row goes where its run_after says. A later (or parked) row it had is replaced; a ring row
--- it may still have is left to the claim, which deletes rows whose job is not pending and due.
-CREATE OR REPLACE FUNCTION pgqueue_ready_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF OLD.status = {_PENDING} THEN
-        DELETE FROM {READY_TABLE} WHERE {by_job} AND job_id = OLD.id;
-    END IF;
-    INSERT INTO {READY_TABLE} (slot, job_id, {copied})
-    VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, {new_values});
-    RETURN NULL;
-END;
-$$;
-DROP TRIGGER IF EXISTS pgqueue_job_ready_update ON {TABLE};
-CREATE TRIGGER pgqueue_job_ready_update
-    AFTER UPDATE OF status, {copied} ON {TABLE}
-    FOR EACH ROW WHEN (NEW.status = {_PENDING} AND (
-        OLD.status <> {_PENDING}
-        OR {changed}))
-    EXECUTE FUNCTION pgqueue_ready_update();
-
--- TRUNCATE a ring slot that inserts have moved past: its dead tuples go with it, whatever the
--- xmin horizon. Under ACCESS EXCLUSIVE (NOWAIT: a slot in use is left for the next round), so
--- no insert or claim can be in flight on it. A slot with a few rows left (at most
--- {STRAGGLERS}) is cleared of those whose jobs are gone or no longer pending, and the rest move to
--- the slot inserts go to now; one with more is still draining and is left alone.
-CREATE OR REPLACE FUNCTION pgqueue_ready_recycle(ring_slot integer) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    part text := format('{READY_TABLE}_%s', ring_slot);
-    rows_left bigint;
-    target integer;
-BEGIN
-    EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE NOWAIT', part);
-    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT {STRAGGLERS + 1}) s', part)
-        INTO rows_left;
-    IF rows_left > {STRAGGLERS} THEN
-        RETURN false;
-    END IF;
-    IF rows_left > 0 THEN
-        EXECUTE format(
-            'DELETE FROM %I r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j '
-            'WHERE j.id = r.job_id AND j.status = {pending})', part);
-        -- Stragglers (pending jobs of a queue no worker serves, say) move to the slot inserts
-        -- go to now, so they never keep this one from being truncated.
-        target := (coalesce(pg_sequence_last_value(pg_get_serial_sequence('{TABLE}', 'id')), 0)
-                   / {SLOT_SPAN}) % {RING_SLOTS};
-        IF target = ring_slot THEN
-            RETURN false;
-        END IF;
-        EXECUTE format(
-            'WITH moved AS (DELETE FROM %I RETURNING *) '
-            'INSERT INTO {READY_TABLE} (slot, job_id, {copied}) '
-            'SELECT %s, job_id, {copied} FROM moved', part, target);
-    END IF;
-    EXECUTE format('TRUNCATE %I', part);
-    RETURN true;
-EXCEPTION WHEN lock_not_available THEN
-    RETURN false;
-END;
-$$;
-"""
-
-
-def _delete_function(statement: str) -> str:
-    """The function of the trigger that deletes the ready rows of jobs deleted while pending."""
-    return f"""
-CREATE OR REPLACE FUNCTION pgqueue_ready_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    {statement};
-    RETURN NULL;
-END;
-$$;
-"""
-
-
-# Found by a join (the ring's slots have no index on job_id since 0007; the later partition has
-# its own), or, before 0007, by the ring's job_id index.
-_DELETE_BY_JOIN = _delete_function(
-    f"""DELETE FROM {READY_TABLE} r USING deleted d
-    WHERE r.job_id = d.id AND d.status = {_PENDING}"""
-)
-_DELETE_BY_INDEX = _delete_function(
-    f"""DELETE FROM {READY_TABLE}
-    WHERE job_id = ANY(ARRAY(SELECT id FROM deleted WHERE status = {_PENDING}))"""
-)
-
-
-CREATE = f"""
-CREATE TABLE {READY_TABLE} (
-    slot smallint NOT NULL,
-    job_id bigint NOT NULL,
-    queue varchar(100) NOT NULL,
-    priority smallint NOT NULL,
-    run_after timestamptz NOT NULL,
-    concurrency_key varchar(255)
-) PARTITION BY LIST (slot);
-CREATE TABLE {LATER_TABLE} PARTITION OF {READY_TABLE} FOR VALUES IN ({LATER_SLOT});
-{_PARTITIONS}
-CREATE INDEX {READY_TABLE}_claim ON {READY_TABLE} (priority DESC, run_after, job_id);
-CREATE INDEX {READY_TABLE}_claim_queue ON {READY_TABLE} (queue, priority DESC, run_after, job_id);
-CREATE INDEX {READY_TABLE}_job ON {READY_TABLE} (job_id);
-CREATE INDEX {LATER_TABLE}_due ON {LATER_TABLE} (run_after);
-
--- clock_timestamp(), not now(): a run_after set a moment ago (run now) is due, whenever the
--- transaction began.
-CREATE FUNCTION pgqueue_ready_slot(job_id bigint, run_after timestamptz) RETURNS smallint
-LANGUAGE sql VOLATILE AS $$
-    SELECT (CASE WHEN run_after > clock_timestamp() THEN {LATER_SLOT}
-            ELSE (job_id / {SLOT_SPAN}) % {RING_SLOTS} END)::smallint
-$$;
-{keep_rows(BASE_COLUMNS)}
-CREATE TRIGGER pgqueue_job_ready_insert
-    AFTER INSERT ON {TABLE} REFERENCING NEW TABLE AS inserted
-    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_insert();
-
--- Deleted pending jobs take their ready rows with them (prune deletes finished jobs only: its
--- transition table holds no pending row), and TRUNCATE of the job table empties the ring.
-{_DELETE_BY_INDEX}
-CREATE TRIGGER pgqueue_job_ready_delete
-    AFTER DELETE ON {TABLE} REFERENCING OLD TABLE AS deleted
-    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_delete();
-CREATE FUNCTION pgqueue_ready_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    TRUNCATE {READY_TABLE};
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER pgqueue_job_ready_truncate
-    AFTER TRUNCATE ON {TABLE} FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_ready_truncate();
-
--- Pending jobs of a table made before the ring.
-INSERT INTO {READY_TABLE} (slot, job_id, {", ".join(BASE_COLUMNS)})
-SELECT pgqueue_ready_slot(id, run_after), id, {", ".join(BASE_COLUMNS)}
-FROM {TABLE} WHERE status = {_PENDING};
-"""
-
-#: ``0007_ready_limits``: ready rows copy the job's rate key and concurrency limit, so the
-#: limited claim reads the ring like the plain one; a partial index says whether limited jobs
-#: wait (the ring's slots are truncated once drained: its dead entries stay bounded). The
-#: claims delete the rows they take by ``ctid``, so only the later partition (whose rows the
-#: update trigger and the promotion find by job) keeps an index on ``job_id``: one index write
-#: less per enqueued job.
-ADD_LIMITS = f"""
-ALTER TABLE {READY_TABLE} ADD COLUMN rate_key varchar(255), ADD COLUMN concurrency_limit integer;
-CREATE INDEX {READY_TABLE}_limited ON {READY_TABLE} (job_id)
-    WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL;
-CREATE INDEX {LATER_TABLE}_job ON {LATER_TABLE} (job_id);
-DROP INDEX {READY_TABLE}_job;
-{_DELETE_BY_JOIN}
-{keep_rows(COLUMNS)}
-UPDATE {READY_TABLE} r SET rate_key = j.rate_key, concurrency_limit = j.concurrency_limit
-FROM {TABLE} j
-WHERE j.id = r.job_id AND (j.rate_key IS NOT NULL OR j.concurrency_limit IS NOT NULL);
-"""
-
-REMOVE_LIMITS = f"""
-{keep_rows(BASE_COLUMNS)}
-{_DELETE_BY_INDEX}
-DROP INDEX {LATER_TABLE}_job;
-CREATE INDEX {READY_TABLE}_job ON {READY_TABLE} (job_id);
-DROP INDEX IF EXISTS {READY_TABLE}_limited;
-ALTER TABLE {READY_TABLE} DROP COLUMN rate_key, DROP COLUMN concurrency_limit;
-"""
-
-DROP = f"""
-DROP TRIGGER IF EXISTS pgqueue_job_ready_truncate ON {TABLE};
-DROP TRIGGER IF EXISTS pgqueue_job_ready_delete ON {TABLE};
-DROP TRIGGER IF EXISTS pgqueue_job_ready_update ON {TABLE};
-DROP TRIGGER IF EXISTS pgqueue_job_ready_insert ON {TABLE};
-DROP FUNCTION IF EXISTS pgqueue_ready_recycle(integer);
-DROP FUNCTION IF EXISTS pgqueue_ready_truncate();
-DROP FUNCTION IF EXISTS pgqueue_ready_delete();
-DROP FUNCTION IF EXISTS pgqueue_ready_update();
-DROP FUNCTION IF EXISTS pgqueue_ready_insert();
-DROP TABLE IF EXISTS {READY_TABLE};
-DROP FUNCTION IF EXISTS pgqueue_ready_slot(bigint, timestamptz);
-"""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import SCHEDULE_CHANNEL, SCHEDULE_TABLE, TABLE
+from django_pgqueue.sql import SCHEDULE_TABLE, TABLE
 from django_pgqueue.states import ACTIVE, sql_list
 
 #: The database's clock (ticks are compared with it, not the worker's) and the next tick due.
@@ -44,23 +44,6 @@ WHERE id = %s
 #: A schedule whose row cannot be fired (invalid timing stored behind the admin's back): it
 #: stops being due, and shows as broken, until someone fixes it.
 UNSCHEDULE = f"UPDATE {SCHEDULE_TABLE} SET next_run_at = NULL WHERE id = %s"
-
-#: Every committed change of schedules wakes the workers (one NOTIFY per transaction).
-NOTIFY_TRIGGER = f"""
-CREATE FUNCTION pgqueue_notify_schedules() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('{SCHEDULE_CHANNEL}', '');
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER pgqueue_schedule_notify
-    AFTER INSERT OR UPDATE OR DELETE ON {SCHEDULE_TABLE}
-    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_notify_schedules();
-"""
-DROP_NOTIFY_TRIGGER = f"""
-DROP TRIGGER IF EXISTS pgqueue_schedule_notify ON {SCHEDULE_TABLE};
-DROP FUNCTION IF EXISTS pgqueue_notify_schedules();
-"""
 
 #: Serializes syncs of code declarations (workers starting together, migrate).
 SYNC_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('pgqueue:schedule-sync', 0))"

@@ -1,0 +1,803 @@
+-- The queue's schema after migration 0011_ready_held_queues: every pgqueue_* object.
+-- Generated: pg_dump --schema-only of a newly migrated database, normalised by
+-- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
+
+-- FUNCTION pgqueue_notify_insert()
+CREATE FUNCTION public.pgqueue_notify_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('pgqueue', q.queue) FROM (SELECT DISTINCT queue FROM inserted) q;
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_notify_schedules()
+CREATE FUNCTION public.pgqueue_notify_schedules() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('pgqueue_schedules', '');
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_ready_delete()
+CREATE FUNCTION public.pgqueue_ready_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM pgqueue_ready r USING deleted d
+    WHERE r.job_id = d.id AND d.status = 'pending';
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_ready_insert()
+CREATE FUNCTION public.pgqueue_ready_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit
+    FROM inserted WHERE status = 'pending';
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_ready_recycle(integer)
+CREATE FUNCTION public.pgqueue_ready_recycle(ring_slot integer) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    part text := format('pgqueue_ready_%s', ring_slot);
+    rows_left bigint;
+    target integer;
+BEGIN
+    EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE NOWAIT', part);
+    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT 257) s', part)
+        INTO rows_left;
+    IF rows_left > 256 THEN
+        RETURN false;
+    END IF;
+    IF rows_left > 0 THEN
+        EXECUTE format(
+            'DELETE FROM %I r WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job j '
+            'WHERE j.id = r.job_id AND j.status = ''pending'')', part);
+        -- Stragglers (pending jobs of a queue no worker serves, say) move to the slot inserts
+        -- go to now, so they never keep this one from being truncated.
+        target := (coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+                   / 4096) % 8;
+        IF target = ring_slot THEN
+            RETURN false;
+        END IF;
+        EXECUTE format(
+            'WITH moved AS (DELETE FROM %I RETURNING *) '
+            'INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit) '
+            'SELECT %s, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit FROM moved', part, target);
+    END IF;
+    EXECUTE format('TRUNCATE %I', part);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END;
+$$;
+
+-- FUNCTION pgqueue_ready_refill()
+CREATE FUNCTION public.pgqueue_ready_refill() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    WITH m AS (
+        DELETE FROM pgqueue_ready_held h WHERE h.ctid = (
+            SELECT ctid FROM pgqueue_ready_held WHERE (concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AND coalesce('c:' || concurrency_key, 'r:' || rate_key) = coalesce('c:' || OLD.concurrency_key, 'r:' || OLD.rate_key)
+            ORDER BY priority DESC, run_after, job_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING h.*)
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM m;
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_ready_slot(bigint, timestamp with time zone)
+CREATE FUNCTION public.pgqueue_ready_slot(job_id bigint, run_after timestamp with time zone) RETURNS smallint
+    LANGUAGE sql
+    AS $$
+    SELECT (CASE WHEN run_after > clock_timestamp() THEN -1
+            ELSE (job_id / 4096) % 8 END)::smallint
+$$;
+
+-- FUNCTION pgqueue_ready_truncate()
+CREATE FUNCTION public.pgqueue_ready_truncate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    TRUNCATE pgqueue_ready;
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_ready_update()
+CREATE FUNCTION public.pgqueue_ready_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF OLD.status = 'pending' THEN
+        DELETE FROM pgqueue_ready WHERE slot IN (-1, -2, -3) AND job_id = OLD.id;
+    END IF;
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, NEW.queue, NEW.priority, NEW.run_after, NEW.concurrency_key, NEW.rate_key, NEW.concurrency_limit);
+    RETURN NULL;
+END;
+$$;
+
+-- TABLE pgqueue_job
+CREATE TABLE public.pgqueue_job (
+    id bigint NOT NULL,
+    queue character varying(100) DEFAULT 'default'::character varying NOT NULL,
+    name character varying(255) NOT NULL,
+    args jsonb DEFAULT '[]'::jsonb NOT NULL,
+    kwargs jsonb DEFAULT '{}'::jsonb NOT NULL,
+    status character varying(16) DEFAULT 'pending'::character varying NOT NULL,
+    priority smallint DEFAULT 0 NOT NULL,
+    run_after timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    locked_at timestamp with time zone,
+    locked_by character varying(255),
+    last_error text DEFAULT ''::text NOT NULL,
+    errors jsonb DEFAULT '[]'::jsonb NOT NULL,
+    result jsonb,
+    unique_key character varying(255),
+    concurrency_key character varying(255),
+    created_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    progress jsonb,
+    schedule character varying(255),
+    concurrency_limit integer,
+    concurrency_slot smallint DEFAULT 0 NOT NULL,
+    rate_key character varying(255),
+    CONSTRAINT pgqueue_job_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT pgqueue_job_concurrency_limit_check CHECK ((concurrency_limit >= 0)),
+    CONSTRAINT pgqueue_job_concurrency_slot_check CHECK ((concurrency_slot >= 0)),
+    CONSTRAINT pgqueue_job_max_attempts CHECK ((max_attempts >= 1)),
+    CONSTRAINT pgqueue_job_max_attempts_check CHECK ((max_attempts >= 0)),
+    CONSTRAINT pgqueue_job_priority_range CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
+    CONSTRAINT pgqueue_job_status_valid CHECK (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying, 'completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[])))
+)
+WITH (parallel_workers='0');
+
+-- TABLE pgqueue_queue
+CREATE TABLE public.pgqueue_queue (
+    name character varying(100) NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    concurrency_limit integer,
+    rate_limit character varying(32),
+    updated_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT pgqueue_queue_concurrency_limit_check CHECK ((concurrency_limit >= 0))
+);
+
+-- TABLE pgqueue_rate_window
+CREATE TABLE public.pgqueue_rate_window (
+    id character varying(300) NOT NULL,
+    starts integer NOT NULL,
+    period double precision NOT NULL,
+    recent timestamp with time zone[] NOT NULL,
+    updated_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT pgqueue_rate_window_starts_check CHECK ((starts >= 0))
+);
+
+-- TABLE pgqueue_ready
+CREATE TABLE public.pgqueue_ready (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+)
+PARTITION BY LIST (slot);
+
+-- TABLE pgqueue_ready_0
+CREATE TABLE public.pgqueue_ready_0 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_1
+CREATE TABLE public.pgqueue_ready_1 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_2
+CREATE TABLE public.pgqueue_ready_2 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_3
+CREATE TABLE public.pgqueue_ready_3 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_4
+CREATE TABLE public.pgqueue_ready_4 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_5
+CREATE TABLE public.pgqueue_ready_5 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_6
+CREATE TABLE public.pgqueue_ready_6 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_7
+CREATE TABLE public.pgqueue_ready_7 (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_held
+CREATE TABLE public.pgqueue_ready_held (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_later
+CREATE TABLE public.pgqueue_ready_later (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_ready_parked
+CREATE TABLE public.pgqueue_ready_parked (
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue character varying(100) NOT NULL,
+    priority smallint NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    concurrency_key character varying(255),
+    rate_key character varying(255),
+    concurrency_limit integer
+);
+
+-- TABLE pgqueue_schedule
+CREATE TABLE public.pgqueue_schedule (
+    id bigint NOT NULL,
+    name character varying(255) NOT NULL,
+    job character varying(255) NOT NULL,
+    cron character varying(255) NOT NULL,
+    every double precision,
+    timezone character varying(64) NOT NULL,
+    args jsonb NOT NULL,
+    kwargs jsonb NOT NULL,
+    queue character varying(100),
+    priority smallint,
+    catch_up boolean NOT NULL,
+    enabled boolean NOT NULL,
+    next_run_at timestamp with time zone,
+    last_run_at timestamp with time zone,
+    source character varying(8) NOT NULL,
+    code jsonb,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT pgqueue_schedule_cron_or_every CHECK (((((cron)::text = ''::text) AND (every >= (1.0)::double precision)) OR ((NOT ((cron)::text = ''::text)) AND (every IS NULL)))),
+    CONSTRAINT pgqueue_schedule_priority_range CHECK (((priority IS NULL) OR ((priority >= '-100'::integer) AND (priority <= 100))))
+);
+
+-- TABLE pgqueue_worker
+CREATE TABLE public.pgqueue_worker (
+    worker_id character varying(255) NOT NULL,
+    hostname character varying(255) NOT NULL,
+    pid integer NOT NULL,
+    queues jsonb NOT NULL,
+    threads integer NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    jobs_done bigint NOT NULL,
+    stopped_at timestamp with time zone,
+    CONSTRAINT pgqueue_worker_pid_check CHECK ((pid >= 0)),
+    CONSTRAINT pgqueue_worker_threads_check CHECK ((threads >= 0))
+);
+
+-- TABLE ATTACH pgqueue_ready_0
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_0 FOR VALUES IN ('0');
+
+-- TABLE ATTACH pgqueue_ready_1
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_1 FOR VALUES IN ('1');
+
+-- TABLE ATTACH pgqueue_ready_2
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_2 FOR VALUES IN ('2');
+
+-- TABLE ATTACH pgqueue_ready_3
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_3 FOR VALUES IN ('3');
+
+-- TABLE ATTACH pgqueue_ready_4
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_4 FOR VALUES IN ('4');
+
+-- TABLE ATTACH pgqueue_ready_5
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_5 FOR VALUES IN ('5');
+
+-- TABLE ATTACH pgqueue_ready_6
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_6 FOR VALUES IN ('6');
+
+-- TABLE ATTACH pgqueue_ready_7
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_7 FOR VALUES IN ('7');
+
+-- TABLE ATTACH pgqueue_ready_held
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_held FOR VALUES IN ('-3');
+
+-- TABLE ATTACH pgqueue_ready_later
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_later FOR VALUES IN ('-1');
+
+-- TABLE ATTACH pgqueue_ready_parked
+ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_parked FOR VALUES IN ('-2');
+
+-- SEQUENCE pgqueue_job_id_seq
+ALTER TABLE public.pgqueue_job ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME public.pgqueue_job_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- SEQUENCE pgqueue_schedule_id_seq
+ALTER TABLE public.pgqueue_schedule ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME public.pgqueue_schedule_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- CONSTRAINT pgqueue_job pgqueue_job_pkey
+ALTER TABLE ONLY public.pgqueue_job
+    ADD CONSTRAINT pgqueue_job_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT pgqueue_queue pgqueue_queue_pkey
+ALTER TABLE ONLY public.pgqueue_queue
+    ADD CONSTRAINT pgqueue_queue_pkey PRIMARY KEY (name);
+
+-- CONSTRAINT pgqueue_rate_window pgqueue_rate_window_pkey
+ALTER TABLE ONLY public.pgqueue_rate_window
+    ADD CONSTRAINT pgqueue_rate_window_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT pgqueue_schedule pgqueue_schedule_name_key
+ALTER TABLE ONLY public.pgqueue_schedule
+    ADD CONSTRAINT pgqueue_schedule_name_key UNIQUE (name);
+
+-- CONSTRAINT pgqueue_schedule pgqueue_schedule_pkey
+ALTER TABLE ONLY public.pgqueue_schedule
+    ADD CONSTRAINT pgqueue_schedule_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT pgqueue_worker pgqueue_worker_pkey
+ALTER TABLE ONLY public.pgqueue_worker
+    ADD CONSTRAINT pgqueue_worker_pkey PRIMARY KEY (worker_id);
+
+-- INDEX pgqueue_job_claim_queue
+CREATE INDEX pgqueue_job_claim_queue ON public.pgqueue_job USING btree (queue, priority DESC, run_after, id) WHERE ((status)::text = 'pending'::text);
+
+-- INDEX pgqueue_job_dead
+CREATE INDEX pgqueue_job_dead ON public.pgqueue_job USING btree (queue, id) WHERE ((status)::text = 'dead'::text);
+
+-- INDEX pgqueue_job_finished
+CREATE INDEX pgqueue_job_finished ON public.pgqueue_job USING btree (finished_at) WHERE ((status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]));
+
+-- INDEX pgqueue_job_running_per_key_slot
+CREATE UNIQUE INDEX pgqueue_job_running_per_key_slot ON public.pgqueue_job USING btree (concurrency_key, concurrency_slot) WHERE ((concurrency_key IS NOT NULL) AND ((status)::text = 'running'::text));
+
+-- INDEX pgqueue_job_schedule
+CREATE INDEX pgqueue_job_schedule ON public.pgqueue_job USING btree (schedule, id) WHERE (schedule IS NOT NULL);
+
+-- INDEX pgqueue_job_stale
+CREATE INDEX pgqueue_job_stale ON public.pgqueue_job USING btree (locked_at) WHERE ((status)::text = 'running'::text);
+
+-- INDEX pgqueue_job_unique_active
+CREATE UNIQUE INDEX pgqueue_job_unique_active ON public.pgqueue_job USING btree (queue, unique_key) WHERE (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying])::text[])) AND (unique_key IS NOT NULL));
+
+-- INDEX pgqueue_queue_name_95f032e9_like
+CREATE INDEX pgqueue_queue_name_95f032e9_like ON public.pgqueue_queue USING btree (name varchar_pattern_ops);
+
+-- INDEX pgqueue_rate_window_id_4475d873_like
+CREATE INDEX pgqueue_rate_window_id_4475d873_like ON public.pgqueue_rate_window USING btree (id varchar_pattern_ops);
+
+-- INDEX pgqueue_ready_0_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_0_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_0 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_0_job_id_idx1
+CREATE INDEX pgqueue_ready_0_job_id_idx1 ON public.pgqueue_ready_0 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_0_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_0_priority_run_after_job_id_idx ON public.pgqueue_ready_0 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_0 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_1_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_1_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_1_job_id_idx1
+CREATE INDEX pgqueue_ready_1_job_id_idx1 ON public.pgqueue_ready_1 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_1_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_1_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_2_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_2_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_2_job_id_idx1
+CREATE INDEX pgqueue_ready_2_job_id_idx1 ON public.pgqueue_ready_2 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_2_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_2_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_3_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_3_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_3_job_id_idx1
+CREATE INDEX pgqueue_ready_3_job_id_idx1 ON public.pgqueue_ready_3 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_3_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_3_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_4_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_4_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_4_job_id_idx1
+CREATE INDEX pgqueue_ready_4_job_id_idx1 ON public.pgqueue_ready_4 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_4_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_4_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_5_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_5_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_5_job_id_idx1
+CREATE INDEX pgqueue_ready_5_job_id_idx1 ON public.pgqueue_ready_5 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_5_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_5_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_6_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_6_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_6_job_id_idx1
+CREATE INDEX pgqueue_ready_6_job_id_idx1 ON public.pgqueue_ready_6 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_6_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_6_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_7_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_7_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_7_job_id_idx1
+CREATE INDEX pgqueue_ready_7_job_id_idx1 ON public.pgqueue_ready_7 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_7_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_7_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_7_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_7_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_claim
+CREATE INDEX pgqueue_ready_claim ON ONLY public.pgqueue_ready USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_claim_queue
+CREATE INDEX pgqueue_ready_claim_queue ON ONLY public.pgqueue_ready USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_group
+CREATE INDEX pgqueue_ready_group ON ONLY public.pgqueue_ready USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_held_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_held_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_held USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_held_job
+CREATE INDEX pgqueue_ready_held_job ON public.pgqueue_ready_held USING btree (job_id);
+
+-- INDEX pgqueue_ready_held_job_id_idx
+CREATE INDEX pgqueue_ready_held_job_id_idx ON public.pgqueue_ready_held USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_held_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_held_priority_run_after_job_id_idx ON public.pgqueue_ready_held USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_held_queue
+CREATE INDEX pgqueue_ready_held_queue ON public.pgqueue_ready_held USING btree (queue, priority DESC, run_after, job_id) WHERE ((concurrency_key IS NULL) AND (rate_key IS NULL));
+
+-- INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_held USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_later_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_later_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_later USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_later_due
+CREATE INDEX pgqueue_ready_later_due ON public.pgqueue_ready_later USING btree (run_after);
+
+-- INDEX pgqueue_ready_later_job
+CREATE INDEX pgqueue_ready_later_job ON public.pgqueue_ready_later USING btree (job_id);
+
+-- INDEX pgqueue_ready_later_job_id_idx1
+CREATE INDEX pgqueue_ready_later_job_id_idx1 ON public.pgqueue_ready_later USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_later_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_later_priority_run_after_job_id_idx ON public.pgqueue_ready_later USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_later_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_later_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_later USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_limited
+CREATE INDEX pgqueue_ready_limited ON ONLY public.pgqueue_ready USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_parked USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_parked_job
+CREATE INDEX pgqueue_ready_parked_job ON public.pgqueue_ready_parked USING btree (job_id);
+
+-- INDEX pgqueue_ready_parked_job_id_idx
+CREATE INDEX pgqueue_ready_parked_job_id_idx ON public.pgqueue_ready_parked USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
+
+-- INDEX pgqueue_ready_parked_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_parked_priority_run_after_job_id_idx ON public.pgqueue_ready_parked USING btree (priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_parked_queue_priority_run_after_job_id_idx
+CREATE INDEX pgqueue_ready_parked_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_parked USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_sched_due
+CREATE INDEX pgqueue_sched_due ON public.pgqueue_schedule USING btree (next_run_at) WHERE enabled;
+
+-- INDEX pgqueue_schedule_name_2cb0390b_like
+CREATE INDEX pgqueue_schedule_name_2cb0390b_like ON public.pgqueue_schedule USING btree (name varchar_pattern_ops);
+
+-- INDEX pgqueue_worker_worker_id_efa5f9eb_like
+CREATE INDEX pgqueue_worker_worker_id_efa5f9eb_like ON public.pgqueue_worker USING btree (worker_id varchar_pattern_ops);
+
+-- INDEX ATTACH pgqueue_ready_0_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_0_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_0_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_0_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_0_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_0_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_0_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_0_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_1_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_1_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_1_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_1_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_1_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_1_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_1_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_1_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_2_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_2_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_2_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_2_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_2_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_2_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_2_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_2_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_3_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_3_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_3_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_3_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_3_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_3_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_3_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_3_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_4_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_4_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_4_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_4_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_4_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_4_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_4_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_4_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_5_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_5_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_5_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_5_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_5_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_5_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_5_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_5_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_6_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_6_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_6_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_6_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_6_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_6_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_6_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_6_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_7_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_7_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_7_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_7_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_7_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_7_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_7_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_7_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_held_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_held_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_held_job_id_idx
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_held_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_held_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_held_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_held_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_held_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_later_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_later_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_later_job_id_idx1
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_later_job_id_idx1;
+
+-- INDEX ATTACH pgqueue_ready_later_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_later_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_later_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_later_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_parked_job_id_idx
+ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_parked_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_parked_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_parked_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_parked_queue_priority_run_after_job_id_idx
+ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_parked_queue_priority_run_after_job_id_idx;
+
+-- TRIGGER pgqueue_job pgqueue_job_notify_insert
+CREATE TRIGGER pgqueue_job_notify_insert AFTER INSERT ON public.pgqueue_job REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_insert();
+
+-- TRIGGER pgqueue_job pgqueue_job_ready_delete
+CREATE TRIGGER pgqueue_job_ready_delete AFTER DELETE ON public.pgqueue_job REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_ready_delete();
+
+-- TRIGGER pgqueue_job pgqueue_job_ready_insert
+CREATE TRIGGER pgqueue_job_ready_insert AFTER INSERT ON public.pgqueue_job REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_ready_insert();
+
+-- TRIGGER pgqueue_job pgqueue_job_ready_refill
+CREATE TRIGGER pgqueue_job_ready_refill AFTER UPDATE OF status ON public.pgqueue_job FOR EACH ROW WHEN ((((old.concurrency_key IS NOT NULL) OR (old.rate_key IS NOT NULL)) AND ((old.status)::text = 'running'::text) AND ((new.status)::text <> 'running'::text))) EXECUTE FUNCTION public.pgqueue_ready_refill();
+
+-- TRIGGER pgqueue_job pgqueue_job_ready_refill_deleted
+CREATE TRIGGER pgqueue_job_ready_refill_deleted AFTER DELETE ON public.pgqueue_job FOR EACH ROW WHEN ((((old.concurrency_key IS NOT NULL) OR (old.rate_key IS NOT NULL)) AND ((old.status)::text = 'running'::text))) EXECUTE FUNCTION public.pgqueue_ready_refill();
+
+-- TRIGGER pgqueue_job pgqueue_job_ready_truncate
+CREATE TRIGGER pgqueue_job_ready_truncate AFTER TRUNCATE ON public.pgqueue_job FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_ready_truncate();
+
+-- TRIGGER pgqueue_job pgqueue_job_ready_update
+CREATE TRIGGER pgqueue_job_ready_update AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit ON public.pgqueue_job FOR EACH ROW WHEN ((((new.status)::text = 'pending'::text) AND (((old.status)::text <> 'pending'::text) OR ((old.queue)::text IS DISTINCT FROM (new.queue)::text) OR (old.priority IS DISTINCT FROM new.priority) OR (old.run_after IS DISTINCT FROM new.run_after) OR ((old.concurrency_key)::text IS DISTINCT FROM (new.concurrency_key)::text) OR ((old.rate_key)::text IS DISTINCT FROM (new.rate_key)::text) OR (old.concurrency_limit IS DISTINCT FROM new.concurrency_limit)))) EXECUTE FUNCTION public.pgqueue_ready_update();
+
+-- TRIGGER pgqueue_schedule pgqueue_schedule_notify
+CREATE TRIGGER pgqueue_schedule_notify AFTER INSERT OR DELETE OR UPDATE ON public.pgqueue_schedule FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_schedules();
