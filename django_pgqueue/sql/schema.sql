@@ -1,4 +1,4 @@
--- The queue's schema after migration 0011_ready_held_queues: every pgqueue_* object.
+-- The queue's schema after migration 0012_ready_follows_job: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -27,8 +27,7 @@ CREATE FUNCTION public.pgqueue_ready_delete() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    DELETE FROM pgqueue_ready r USING deleted d
-    WHERE r.job_id = d.id AND d.status = 'pending';
+    DELETE FROM pgqueue_ready r USING deleted d WHERE r.job_id = d.id;
     RETURN NULL;
 END;
 $$;
@@ -90,12 +89,19 @@ CREATE FUNCTION public.pgqueue_ready_refill() RETURNS trigger
 BEGIN
     WITH m AS (
         DELETE FROM pgqueue_ready_held h WHERE h.ctid = (
-            SELECT ctid FROM pgqueue_ready_held WHERE (concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AND coalesce('c:' || concurrency_key, 'r:' || rate_key) = coalesce('c:' || OLD.concurrency_key, 'r:' || OLD.rate_key)
+            SELECT ctid FROM pgqueue_ready_held
+            WHERE (concurrency_key IS NOT NULL OR rate_key IS NOT NULL)
+              AND coalesce('c:' || concurrency_key, 'r:' || rate_key)
+                  = coalesce('c:' || OLD.concurrency_key, 'r:' || OLD.rate_key)
+              AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = queue AND qc.paused)
             ORDER BY priority DESC, run_after, job_id LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING h.*)
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
-    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM m;
+    INSERT INTO pgqueue_ready
+        (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+        / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key,
+        m.concurrency_limit
+    FROM m;
     RETURN NULL;
 END;
 $$;
@@ -123,11 +129,14 @@ CREATE FUNCTION public.pgqueue_ready_update() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF OLD.status = 'pending' THEN
-        DELETE FROM pgqueue_ready WHERE slot IN (-1, -2, -3) AND job_id = OLD.id;
+    DELETE FROM pgqueue_ready WHERE job_id = OLD.id;
+    IF NEW.status = 'pending' THEN
+        INSERT INTO pgqueue_ready
+            (slot, job_id, queue, priority, run_after, concurrency_key, rate_key,
+             concurrency_limit)
+        VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, NEW.queue, NEW.priority,
+                NEW.run_after, NEW.concurrency_key, NEW.rate_key, NEW.concurrency_limit);
     END IF;
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-    VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, NEW.queue, NEW.priority, NEW.run_after, NEW.concurrency_key, NEW.rate_key, NEW.concurrency_limit);
     RETURN NULL;
 END;
 $$;
@@ -481,6 +490,9 @@ CREATE INDEX pgqueue_rate_window_id_4475d873_like ON public.pgqueue_rate_window 
 -- INDEX pgqueue_ready_0_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_0_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_0 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
 
+-- INDEX pgqueue_ready_0_job_id_idx
+CREATE INDEX pgqueue_ready_0_job_id_idx ON public.pgqueue_ready_0 USING btree (job_id);
+
 -- INDEX pgqueue_ready_0_job_id_idx1
 CREATE INDEX pgqueue_ready_0_job_id_idx1 ON public.pgqueue_ready_0 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
 
@@ -492,6 +504,9 @@ CREATE INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx ON public.pgque
 
 -- INDEX pgqueue_ready_1_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_1_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_1_job_id_idx
+CREATE INDEX pgqueue_ready_1_job_id_idx ON public.pgqueue_ready_1 USING btree (job_id);
 
 -- INDEX pgqueue_ready_1_job_id_idx1
 CREATE INDEX pgqueue_ready_1_job_id_idx1 ON public.pgqueue_ready_1 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
@@ -505,6 +520,9 @@ CREATE INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx ON public.pgque
 -- INDEX pgqueue_ready_2_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_2_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
 
+-- INDEX pgqueue_ready_2_job_id_idx
+CREATE INDEX pgqueue_ready_2_job_id_idx ON public.pgqueue_ready_2 USING btree (job_id);
+
 -- INDEX pgqueue_ready_2_job_id_idx1
 CREATE INDEX pgqueue_ready_2_job_id_idx1 ON public.pgqueue_ready_2 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
 
@@ -516,6 +534,9 @@ CREATE INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx ON public.pgque
 
 -- INDEX pgqueue_ready_3_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_3_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_3_job_id_idx
+CREATE INDEX pgqueue_ready_3_job_id_idx ON public.pgqueue_ready_3 USING btree (job_id);
 
 -- INDEX pgqueue_ready_3_job_id_idx1
 CREATE INDEX pgqueue_ready_3_job_id_idx1 ON public.pgqueue_ready_3 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
@@ -529,6 +550,9 @@ CREATE INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx ON public.pgque
 -- INDEX pgqueue_ready_4_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_4_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
 
+-- INDEX pgqueue_ready_4_job_id_idx
+CREATE INDEX pgqueue_ready_4_job_id_idx ON public.pgqueue_ready_4 USING btree (job_id);
+
 -- INDEX pgqueue_ready_4_job_id_idx1
 CREATE INDEX pgqueue_ready_4_job_id_idx1 ON public.pgqueue_ready_4 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
 
@@ -540,6 +564,9 @@ CREATE INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx ON public.pgque
 
 -- INDEX pgqueue_ready_5_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_5_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_5_job_id_idx
+CREATE INDEX pgqueue_ready_5_job_id_idx ON public.pgqueue_ready_5 USING btree (job_id);
 
 -- INDEX pgqueue_ready_5_job_id_idx1
 CREATE INDEX pgqueue_ready_5_job_id_idx1 ON public.pgqueue_ready_5 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
@@ -553,6 +580,9 @@ CREATE INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx ON public.pgque
 -- INDEX pgqueue_ready_6_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_6_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
 
+-- INDEX pgqueue_ready_6_job_id_idx
+CREATE INDEX pgqueue_ready_6_job_id_idx ON public.pgqueue_ready_6 USING btree (job_id);
+
 -- INDEX pgqueue_ready_6_job_id_idx1
 CREATE INDEX pgqueue_ready_6_job_id_idx1 ON public.pgqueue_ready_6 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
 
@@ -564,6 +594,9 @@ CREATE INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx ON public.pgque
 
 -- INDEX pgqueue_ready_7_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_7_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
+
+-- INDEX pgqueue_ready_7_job_id_idx
+CREATE INDEX pgqueue_ready_7_job_id_idx ON public.pgqueue_ready_7 USING btree (job_id);
 
 -- INDEX pgqueue_ready_7_job_id_idx1
 CREATE INDEX pgqueue_ready_7_job_id_idx1 ON public.pgqueue_ready_7 USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
@@ -600,6 +633,9 @@ CREATE INDEX pgqueue_ready_held_queue ON public.pgqueue_ready_held USING btree (
 
 -- INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_held USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_job
+CREATE INDEX pgqueue_ready_job ON ONLY public.pgqueue_ready USING btree (job_id);
 
 -- INDEX pgqueue_ready_later_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_later_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_later USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -649,6 +685,9 @@ CREATE INDEX pgqueue_worker_worker_id_efa5f9eb_like ON public.pgqueue_worker USI
 -- INDEX ATTACH pgqueue_ready_0_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_0_coalesce_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_0_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_0_job_id_idx;
+
 -- INDEX ATTACH pgqueue_ready_0_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_0_job_id_idx1;
 
@@ -660,6 +699,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 
 -- INDEX ATTACH pgqueue_ready_1_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_1_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_1_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_1_job_id_idx;
 
 -- INDEX ATTACH pgqueue_ready_1_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_1_job_id_idx1;
@@ -673,6 +715,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 -- INDEX ATTACH pgqueue_ready_2_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_2_coalesce_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_2_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_2_job_id_idx;
+
 -- INDEX ATTACH pgqueue_ready_2_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_2_job_id_idx1;
 
@@ -684,6 +729,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 
 -- INDEX ATTACH pgqueue_ready_3_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_3_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_3_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_3_job_id_idx;
 
 -- INDEX ATTACH pgqueue_ready_3_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_3_job_id_idx1;
@@ -697,6 +745,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 -- INDEX ATTACH pgqueue_ready_4_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_4_coalesce_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_4_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_4_job_id_idx;
+
 -- INDEX ATTACH pgqueue_ready_4_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_4_job_id_idx1;
 
@@ -708,6 +759,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 
 -- INDEX ATTACH pgqueue_ready_5_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_5_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_5_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_5_job_id_idx;
 
 -- INDEX ATTACH pgqueue_ready_5_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_5_job_id_idx1;
@@ -721,6 +775,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 -- INDEX ATTACH pgqueue_ready_6_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_6_coalesce_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_6_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_6_job_id_idx;
+
 -- INDEX ATTACH pgqueue_ready_6_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_6_job_id_idx1;
 
@@ -732,6 +789,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 
 -- INDEX ATTACH pgqueue_ready_7_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_7_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_7_job_id_idx
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_7_job_id_idx;
 
 -- INDEX ATTACH pgqueue_ready_7_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_7_job_id_idx1;
@@ -745,6 +805,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 -- INDEX ATTACH pgqueue_ready_held_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_held_coalesce_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_held_job
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_held_job;
+
 -- INDEX ATTACH pgqueue_ready_held_job_id_idx
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_held_job_id_idx;
 
@@ -757,6 +820,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 -- INDEX ATTACH pgqueue_ready_later_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_later_coalesce_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_later_job
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_later_job;
+
 -- INDEX ATTACH pgqueue_ready_later_job_id_idx1
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_later_job_id_idx1;
 
@@ -768,6 +834,9 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 
 -- INDEX ATTACH pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_parked_job
+ALTER INDEX public.pgqueue_ready_job ATTACH PARTITION public.pgqueue_ready_parked_job;
 
 -- INDEX ATTACH pgqueue_ready_parked_job_id_idx
 ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_parked_job_id_idx;
@@ -797,7 +866,7 @@ CREATE TRIGGER pgqueue_job_ready_refill_deleted AFTER DELETE ON public.pgqueue_j
 CREATE TRIGGER pgqueue_job_ready_truncate AFTER TRUNCATE ON public.pgqueue_job FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_ready_truncate();
 
 -- TRIGGER pgqueue_job pgqueue_job_ready_update
-CREATE TRIGGER pgqueue_job_ready_update AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit ON public.pgqueue_job FOR EACH ROW WHEN ((((new.status)::text = 'pending'::text) AND (((old.status)::text <> 'pending'::text) OR ((old.queue)::text IS DISTINCT FROM (new.queue)::text) OR (old.priority IS DISTINCT FROM new.priority) OR (old.run_after IS DISTINCT FROM new.run_after) OR ((old.concurrency_key)::text IS DISTINCT FROM (new.concurrency_key)::text) OR ((old.rate_key)::text IS DISTINCT FROM (new.rate_key)::text) OR (old.concurrency_limit IS DISTINCT FROM new.concurrency_limit)))) EXECUTE FUNCTION public.pgqueue_ready_update();
+CREATE TRIGGER pgqueue_job_ready_update AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit ON public.pgqueue_job FOR EACH ROW WHEN (((((old.status)::text = 'pending'::text) OR ((new.status)::text = 'pending'::text)) AND ((new.status)::text <> 'running'::text) AND (((old.status)::text IS DISTINCT FROM (new.status)::text) OR ((old.queue)::text IS DISTINCT FROM (new.queue)::text) OR (old.priority IS DISTINCT FROM new.priority) OR (old.run_after IS DISTINCT FROM new.run_after) OR ((old.concurrency_key)::text IS DISTINCT FROM (new.concurrency_key)::text) OR ((old.rate_key)::text IS DISTINCT FROM (new.rate_key)::text) OR (old.concurrency_limit IS DISTINCT FROM new.concurrency_limit)))) EXECUTE FUNCTION public.pgqueue_ready_update();
 
 -- TRIGGER pgqueue_schedule pgqueue_schedule_notify
 CREATE TRIGGER pgqueue_schedule_notify AFTER INSERT OR DELETE OR UPDATE ON public.pgqueue_schedule FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_schedules();
