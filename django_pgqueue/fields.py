@@ -50,6 +50,16 @@ class TimestampArrayField(models.Field):  # type: ignore[type-arg]
         return "timestamp with time zone[]"
 
 
+class IntegerArrayField(models.Field):  # type: ignore[type-arg]
+    """An ``integer[]`` column, like :class:`TimestampArrayField`. Only the queue's SQL writes
+    it."""
+
+    description = "A PostgreSQL array of integers"
+
+    def db_type(self, connection: Any) -> str:
+        return "integer[]"
+
+
 def default_zone() -> str:
     """A new schedule's time zone: the project's ``TIME_ZONE`` (``Schedule.timezone``'s default,
     named by the migration ``0003_schedules``)."""

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from django_pgqueue.fields import TimestampArrayField, TolerantJSONField
+from django_pgqueue.fields import IntegerArrayField, TimestampArrayField, TolerantJSONField
 from django_pgqueue.managers import JobManager, JobQuerySet
 from django_pgqueue.states import (
     ACTIVE,
@@ -284,12 +284,15 @@ class Queue(models.Model):
 class RateWindow(models.Model):
     """The recent starts of one rate limit: a job ``rate_key`` (``key:<rate_key>``) or a queue's
     ``rate_limit`` (``queue:<name>``). The claim allows a start only while fewer than ``starts``
-    of the ``recent`` ones are younger than ``period`` seconds (a sliding window)."""
+    were counted in the last ``period`` seconds (a sliding window): ``recent`` holds their
+    times, or for a window of more than 100 starts the start of each hundredth of the period
+    that had some, with their number in ``counts`` (``sql.limits``)."""
 
     id = models.CharField(max_length=300, primary_key=True)
     starts = models.PositiveIntegerField()
     period = models.FloatField(help_text="Seconds.")
     recent = TimestampArrayField(default=list)
+    counts = IntegerArrayField(default=list)
     updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:

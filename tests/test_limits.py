@@ -167,3 +167,69 @@ def test_rate_limit_10_per_second_across_2_processes(probe_table):
     first_waiting = waiting.order_by("id").first()
     assert first_waiting is not None
     assert not Job.objects.filter(status="completed", id__gt=first_waiting.pk + 20).exists()
+
+
+def set_window(window: str, *ages_and_counts: tuple[float, int]) -> None:
+    """The window's buckets: (seconds ago, starts) each."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE pgqueue_rate_window SET recent = "
+            "ARRAY(SELECT statement_timestamp() - make_interval(secs => a) FROM unnest(%s) a), "
+            "counts = %s WHERE id = %s",
+            [[a for a, _ in ages_and_counts], [n for _, n in ages_and_counts], window],
+        )
+
+
+def test_a_large_rate_window_counts_per_hundredth_of_its_period():
+    """1000/h keeps no 1,000 timestamps: 36-second buckets. A bucket counts whole while it
+    ends after the hour began, so no hour ever holds more than 1,000 starts."""
+    limit_queue("reports", rate_limit="1000/h")
+    ids = [jobs.noop.using(queue="reports").enqueue().pk for _ in range(5)]
+    set_window("queue:reports", (3000, 999))
+    assert [j.pk for j in Job.objects.claim("w", ["reports"], 10)] == ids[:1]
+    window = RateWindow.objects.get(pk="queue:reports")
+    assert len(window.recent) == len(window.counts) == 2 and sum(window.counts) == 1000
+    # A bucket that began 3,610 s ago may hold starts of the last hour: it still counts.
+    set_window("queue:reports", (3610, 1000))
+    assert Job.objects.claim("w", ["reports"], 10) == []
+    # One that began more than an hour and a bucket ago does not.
+    set_window("queue:reports", (3640, 1000))
+    assert [j.pk for j in Job.objects.claim("w", ["reports"], 10)] == ids[1:]
+    assert RateWindow.objects.get(pk="queue:reports").counts == [4]
+
+
+def test_a_bucketed_rate_limit_holds_in_every_window():
+    """300/s (10 ms buckets), claimed as fast as one connection can for two seconds: no
+    second ever holds more than 300 starts, and the window stays about a hundred entries."""
+    import time
+
+    limit_queue("fast", rate_limit="300/s")
+    jobs.noop.using(queue="fast").enqueue_many([()] * 1000)
+    started = []
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:
+        started += [j.started_at.timestamp() for j in Job.objects.claim("w", ["fast"], 100)]
+    assert len(started) > 300
+    assert busiest_window(started) <= 300
+    assert len(RateWindow.objects.get(pk="queue:fast").recent) <= 102
+
+
+def test_a_claim_waits_only_for_the_limits_it_counts(other_connection):
+    """A claim locks the limits of its candidates only: while another transaction holds queue
+    "a"'s, a claim of queue "b" goes ahead (every limited claim once took every limit's
+    lock, so claims of unrelated limits waited on each other)."""
+    limit_queue("a", rate_limit="10/s")
+    limit_queue("b", rate_limit="10/s")
+    jobs.noop.using(queue="a").enqueue()
+    wanted = jobs.noop.using(queue="b").enqueue()
+    with other_connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended('pgqueue-limit:queue:a', 0))")
+        try:
+            with connection.cursor() as mine:
+                mine.execute("SET lock_timeout = '10s'")  # a deadline against a hang
+            assert [j.pk for j in Job.objects.claim("w", ["b"], 10)] == [wanted.pk]
+        finally:
+            cursor.execute("ROLLBACK")
+            with connection.cursor() as mine:
+                mine.execute("RESET lock_timeout")

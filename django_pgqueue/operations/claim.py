@@ -42,9 +42,9 @@ def claim(
     For a caller that keeps no state (``Job.objects.claim``, ``testing.run_jobs``): the
     database says whether the limited claim is needed, at every call.
     """
-    return claim_counted(
-        db, worker_id, queues, limit, visibility_timeout, rate_limits=rate_limits
-    )[0]
+    return claim_counted(db, worker_id, queues, limit, visibility_timeout, rate_limits=rate_limits)[
+        0
+    ]
 
 
 def limited_claim_needed(db: Database) -> bool:
@@ -127,7 +127,11 @@ def claim_counted(
             # (claims counting the same limits, one after the other) last until it commits.
             with db.transaction() if controlled else db.atomic(), db.cursor() as cursor:
                 if controlled:
-                    cursor.execute(limits_sql.LOCK_LIMITS)
+                    if queues:
+                        cursor.execute(limits_sql.LOCK_LIMITS_NAMED_QUEUES, params)
+                    else:
+                        cursor.execute(limits_sql.LOCK_LIMITS_ALL_QUEUES)
+                    params["locked"] = cursor.fetchone()[0]
                 cursor.execute(statement, params)
                 rows = cursor.fetchall()
             break

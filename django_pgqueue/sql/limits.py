@@ -3,21 +3,28 @@
 Workers use it while some queue has settings or limited jobs exist (``sql.claim``'s plain
 statement otherwise), in one transaction of two statements:
 
-1. :data:`LOCK_LIMITS` takes a transaction-level advisory lock per rate window and per queue
-   with a concurrency limit, in one order. Claims that count the same limits run one after
-   the other, and since each statement of a READ COMMITTED transaction sees what committed
-   before it started, the second statement counts every start and run of the claims before.
-2. ``LIMITED_CLAIM_*`` picks runnable jobs of queues not paused, within every limit, and in
+1. ``LOCK_LIMITS_*`` takes a transaction-level advisory lock per limit the claim may count
+   (the rate window of each rate key waiting in the ring, each queue with limits), in one
+   order, and returns their ids. Claims that count the same limits run one after the other,
+   and since each statement of a READ COMMITTED transaction sees what committed before it
+   started, the second statement counts every start and run of the claims before. Claims of
+   other limits do not wait.
+2. ``LIMITED_CLAIM_*`` picks runnable jobs of queues not paused, within every limit (of a
+   job whose limits the first statement did not lock: none, as it came in between), and in
    the same statement records their starts in the rate windows and gives each keyed job a
    free place (``concurrency_slot``) among its key's ``concurrency_limit``; the partial unique
    index on (key, place) of running jobs refuses two jobs in one place whatever happens.
    It also puts back as many held rows of a limited queue as it took of the queue's ring rows
    (``sql.held``): the queue's backlog waits out of the ring, a few rows kept in it.
 
-A rate window (``pgqueue_rate_window``) keeps the last ``starts`` start times of its key: a
-job may start while fewer than ``starts`` of them are younger than ``period`` seconds, so no
-window of ``period`` seconds ever holds more than ``starts`` starts (a sliding window). Start
-times are the claim statement's ``statement_timestamp()``, also written as the jobs'
+A rate window (``pgqueue_rate_window``) counts its recent starts, at most about a hundred
+entries whatever its rate: a window of up to :data:`EXACT_STARTS` starts per period keeps their
+times (``recent``), a larger one counts them per hundredth of its period (``recent``: each
+bucket's start, ``counts``: its starts). A job may start while the starts counted since
+``period`` seconds ago (for buckets: since the start of the bucket that time falls in) are
+fewer than ``starts``, so no window of ``period`` seconds ever holds more than ``starts``
+starts (a sliding window); a bucketed window may leave up to a hundredth of its rate unused.
+Start times are the claim statement's ``statement_timestamp()``, also written as the jobs'
 ``started_at``. A job held back by a limit is not touched: no attempt spent, its place kept.
 """
 
@@ -64,8 +71,8 @@ def queue_window(queue: str) -> str:
 
 #: Create a rate window, or change its rate (its recent starts are kept).
 DEFINE_WINDOW = f"""
-INSERT INTO {WINDOW_TABLE} AS w (id, starts, period, recent, updated_at)
-VALUES (%s, %s, %s, '{{}}', now())
+INSERT INTO {WINDOW_TABLE} AS w (id, starts, period, recent, counts, updated_at)
+VALUES (%s, %s, %s, '{{}}', '{{}}', now())
 ON CONFLICT (id) DO UPDATE SET starts = EXCLUDED.starts, period = EXCLUDED.period,
     updated_at = now()
 WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
@@ -91,20 +98,50 @@ SELECT EXISTS (SELECT 1 FROM {READY_TABLE}
                WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
 """
 
-LOCK_LIMITS = f"""
-SELECT count(pg_advisory_xact_lock(hashtextextended('pgqueue-limit:' || l.id, 0))) FROM (
-    SELECT id FROM {WINDOW_TABLE}
-    UNION
-    SELECT 'queue:' || name FROM {QUEUE_TABLE} WHERE concurrency_limit IS NOT NULL
-    ORDER BY 1
+
+def _lock_limits(queue_filter: str) -> str:
+    """Lock the limits the claim may count (``queue_filter``: a condition on a queue name
+    ``n``), in one order, and return their ids: the rate windows of the rate keys waiting in
+    the ring and the limits of the queues with limits. A limit no candidate has is not
+    locked: claims of other limits never wait for it."""
+    return f"""
+SELECT coalesce(array_agg(l.id ORDER BY l.id), ARRAY[]::text[]) FROM (
+    SELECT o.id, pg_advisory_xact_lock(hashtextextended('pgqueue-limit:' || o.id, 0)) FROM (
+        SELECT DISTINCT 'key:' || r.rate_key AS id FROM {READY_TABLE} r
+        WHERE r.slot >= 0 AND r.rate_key IS NOT NULL AND {queue_filter.format(n="r.queue")}
+        UNION
+        SELECT 'queue:' || q.name FROM {QUEUE_TABLE} q
+        WHERE (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)
+          AND {queue_filter.format(n="q.name")}
+        ORDER BY 1
+    ) o
 ) l
 """
 
 
+LOCK_LIMITS_ALL_QUEUES = _lock_limits("true")
+LOCK_LIMITS_NAMED_QUEUES = _lock_limits("{n} = ANY(%(queues)s::text[])")
+
+
+#: The largest window that keeps each start's time; larger ones count per hundredth of their
+#: period (:data:`BUCKETS` buckets), so a window's size is bounded whatever its rate.
+EXACT_STARTS = 100
+BUCKETS = 100
+
+
+def _bucket_width(window: str) -> str:
+    """Seconds per bucket of the window ``window``: 0 for one that keeps exact times."""
+    return (
+        f"(CASE WHEN {window}.starts > {EXACT_STARTS} THEN {window}.period / {BUCKETS} ELSE 0 END)"
+    )
+
+
 def _free(window: str) -> str:
-    """How many more starts the window ``window`` allows now."""
-    return f"""({window}.starts - (SELECT count(*) FROM unnest({window}.recent) AS s(t)
-        WHERE s.t > {_NOW} - make_interval(secs => {window}.period)))"""
+    """How many more starts the window ``window`` allows now: ``starts`` less those counted
+    since ``period`` seconds ago (a bucket counts whole if it ends after that)."""
+    return f"""({window}.starts - (SELECT coalesce(sum(coalesce(s.n, 1)), 0)
+        FROM unnest({window}.recent, {window}.counts) AS s(t, n)
+        WHERE s.t > {_NOW} - make_interval(secs => {window}.period + {_bucket_width(window)})))"""
 
 
 def _running(column: str, value: str) -> str:
@@ -122,6 +159,10 @@ _FILTER = f"""
     AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qc WHERE qc.name = r.queue
         AND qc.concurrency_limit IS NOT NULL
         AND {_running("queue", "r.queue")} >= qc.concurrency_limit)
+    AND (r.rate_key IS NULL OR 'key:' || r.rate_key = ANY(%(locked)s::text[]))
+    AND ('queue:' || r.queue = ANY(%(locked)s::text[]) OR NOT EXISTS (
+        SELECT 1 FROM {QUEUE_TABLE} ql WHERE ql.name = r.queue
+        AND (ql.concurrency_limit IS NOT NULL OR ql.rate_limit IS NOT NULL)))
     AND (NOT %(rate_limits)s OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} qw
         WHERE qw.id = 'queue:' || r.queue AND {_free("qw")} <= 0))
     AND (r.rate_key IS NULL OR NOT %(rate_limits)s OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
@@ -153,12 +194,33 @@ _ORDER_F = "ORDER BY f.priority DESC, f.run_after, f.id"
 
 
 def _record_starts(prefix: str, column: str) -> str:
-    """Add the picked jobs' starts to their windows (the newest ``starts`` are kept)."""
-    return f"""UPDATE {WINDOW_TABLE} w SET recent = (
-        SELECT coalesce(array_agg(t ORDER BY t), ARRAY[]::timestamptz[]) FROM (
-            SELECT u.t FROM unnest(w.recent || array_fill({_NOW}, ARRAY[p.n::int])) AS u(t)
-            WHERE u.t > {_NOW} - make_interval(secs => w.period)
-            ORDER BY u.t DESC LIMIT w.starts) x)
+    """Add the picked jobs' starts to their windows: an exact window keeps its newest
+    ``starts`` times within the period; a bucketed one adds them to the bucket of now and
+    drops the buckets that ended before the period began (a window whose rate changed across
+    :data:`EXACT_STARTS` moves its entries over)."""
+    width = _bucket_width("w")
+    since = f"{_NOW} - make_interval(secs => w.period + {width})"
+    return f"""UPDATE {WINDOW_TABLE} w SET (recent, counts) = (
+        SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
+               CASE WHEN w.starts > {EXACT_STARTS}
+                    THEN coalesce(array_agg(x.n ORDER BY x.t), ARRAY[]::integer[])
+                    ELSE ARRAY[]::integer[] END
+        FROM (
+            (SELECT e.t, NULL::integer AS n
+             FROM unnest(w.recent || array_fill({_NOW}, ARRAY[p.n::int]), w.counts) AS e(t, c)
+             CROSS JOIN generate_series(1, least(coalesce(e.c, 1), w.starts))
+             WHERE w.starts <= {EXACT_STARTS} AND e.t > {since}
+             ORDER BY e.t DESC LIMIT w.starts)
+            UNION ALL
+            (SELECT b.t, sum(b.n)::integer FROM (
+                SELECT s.t, coalesce(s.n, 1) AS n FROM unnest(w.recent, w.counts) AS s(t, n)
+                UNION ALL
+                SELECT to_timestamp(
+                    floor(extract(epoch FROM {_NOW}) / nullif({width}, 0)) * {width}), p.n
+             ) b
+             WHERE w.starts > {EXACT_STARTS} AND b.t > {since}
+             GROUP BY b.t)
+        ) x)
     FROM (SELECT '{prefix}' || {column} AS id, count(*) AS n FROM picked
           WHERE {column} IS NOT NULL GROUP BY {column}) p
     WHERE w.id = p.id"""

@@ -1,4 +1,4 @@
--- The queue's schema after migration 0012_ready_follows_job: every pgqueue_* object.
+-- The queue's schema after migration 0013_rate_window_buckets: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -196,6 +196,7 @@ CREATE TABLE public.pgqueue_rate_window (
     period double precision NOT NULL,
     recent timestamp with time zone[] NOT NULL,
     updated_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    counts integer[] NOT NULL,
     CONSTRAINT pgqueue_rate_window_starts_check CHECK ((starts >= 0))
 );
 
