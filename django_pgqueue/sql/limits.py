@@ -163,10 +163,10 @@ _FILTER = f"""
     AND ('queue:' || r.queue = ANY(%(locked)s::text[]) OR NOT EXISTS (
         SELECT 1 FROM {QUEUE_TABLE} ql WHERE ql.name = r.queue
         AND (ql.concurrency_limit IS NOT NULL OR ql.rate_limit IS NOT NULL)))
-    AND (NOT %(rate_limits)s OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} qw
-        WHERE qw.id = 'queue:' || r.queue AND {_free("qw")} <= 0))
-    AND (r.rate_key IS NULL OR NOT %(rate_limits)s OR NOT EXISTS (SELECT 1 FROM {WINDOW_TABLE} kw
-        WHERE kw.id = 'key:' || r.rate_key AND {_free("kw")} <= 0))
+    AND (NOT %(rate_limits)s
+         OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
+    AND (r.rate_key IS NULL OR NOT %(rate_limits)s
+         OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
 """
 _ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
 _COLUMNS = (
@@ -230,7 +230,13 @@ def _record_starts(prefix: str, column: str) -> str:
 # (``ready.job_of_row``), as in the plain claim (``sql.claim``). Two rows of one job (S1
 # violated) run it once: ``fresh`` keeps one, and both go.
 _CLAIM = f"""
-WITH candidates AS MATERIALIZED ({{fresh}}
+WITH window_room AS MATERIALIZED (
+    -- How many more starts each locked window allows: counted once per claim, not per row.
+    SELECT w.id, {_free("w")} AS room FROM {WINDOW_TABLE} w
+    WHERE w.id = ANY(%(locked)s::text[])
+), full_windows AS MATERIALIZED (
+    SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
+), candidates AS MATERIALIZED ({{fresh}}
 ), fresh AS (
     SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
 ), ranked AS (
@@ -241,12 +247,12 @@ WITH candidates AS MATERIALIZED ({{fresh}}
 ), eligible AS (
     SELECT r.* FROM ranked r
     LEFT JOIN {QUEUE_TABLE} qc ON qc.name = r.queue
-    LEFT JOIN {WINDOW_TABLE} qw ON qw.id = 'queue:' || r.queue
-    LEFT JOIN {WINDOW_TABLE} kw ON kw.id = 'key:' || r.rate_key
+    LEFT JOIN window_room qw ON qw.id = 'queue:' || r.queue
+    LEFT JOIN window_room kw ON kw.id = 'key:' || r.rate_key
     WHERE (qc.concurrency_limit IS NULL
            OR r.queue_n <= qc.concurrency_limit - {_running("queue", "r.queue")})
-      AND (qw.id IS NULL OR NOT %(rate_limits)s OR r.queue_n <= {_free("qw")})
-      AND (kw.id IS NULL OR NOT %(rate_limits)s OR r.rate_n <= {_free("kw")})
+      AND (qw.id IS NULL OR NOT %(rate_limits)s OR r.queue_n <= qw.room)
+      AND (kw.id IS NULL OR NOT %(rate_limits)s OR r.rate_n <= kw.room)
 ), keyed AS (
     SELECT e.id, e.concurrency_key, coalesce(e.concurrency_limit, 1) AS places,
         row_number() OVER (PARTITION BY e.concurrency_key
