@@ -53,6 +53,10 @@ _ORDER = "ORDER BY priority DESC, run_after, job_id"
 
 #: Rows of a group the ring keeps besides twice what it may start at once.
 KEPT_PER_KEY = 8
+#: What a rate window may start at once, as far as the rows kept go: a ``100000/d`` window
+#: would keep 200,000 rows in the ring, and each claim would step over those of a full window.
+#: A group takes back as many held rows as it starts, so the cap costs no throughput.
+WINDOW_KEPT_MAX = 1000
 
 
 def group(row: str = "") -> str:
@@ -76,7 +80,8 @@ def kept(grp: str, limit: str, rate_key: str) -> str:
     """How many ring rows a group keeps: for a concurrency key (``limit``: its
     ``concurrency_limit``), and for a rate key (``rate_key``), by its window's starts."""
     return f"""({KEPT_PER_KEY} + 2 * CASE WHEN left({grp}, 2) = 'c:' THEN coalesce({limit}, 1)
-        ELSE coalesce((SELECT w.starts FROM {WINDOW_TABLE} w WHERE w.id = 'key:' || {rate_key}), 1)
+        ELSE coalesce((SELECT least(w.starts, {WINDOW_KEPT_MAX}) FROM {WINDOW_TABLE} w
+                       WHERE w.id = 'key:' || {rate_key}), 1)
         END)"""
 
 
@@ -121,7 +126,8 @@ def _front_of_held(short: str, where: str) -> str:
 #: window's starts, the larger.
 _LIMITED_QUEUES = f"""limited_queues AS MATERIALIZED (
     SELECT q.name, q.paused, ({KEPT_PER_KEY} + 2 * greatest(
-        coalesce(q.concurrency_limit, 1), coalesce(w.starts, 1))) AS kept
+        coalesce(q.concurrency_limit, 1), coalesce(least(w.starts, {WINDOW_KEPT_MAX}), 1)))
+        AS kept
     FROM {QUEUE_TABLE} q LEFT JOIN {WINDOW_TABLE} w ON w.id = 'queue:' || q.name
     WHERE q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL
 )"""
