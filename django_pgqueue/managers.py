@@ -1,4 +1,4 @@
-"""The QuerySet picks rows; :mod:`django_pgqueue.operations` changes them.
+"""The QuerySets pick rows; :mod:`django_pgqueue.operations` changes them.
 
 The operations build and return ``Job`` rows, and the models module imports this one: each
 method imports the operations when it runs (as the operations import the models), so neither
@@ -17,7 +17,7 @@ from django_pgqueue.conf import settings
 from django_pgqueue.states import FINISHED, JobStatus
 
 if TYPE_CHECKING:
-    from django_pgqueue.models import Job
+    from django_pgqueue.models import Job, Schedule  # noqa: F401  (Schedule: a type argument)
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -128,3 +128,21 @@ class JobManager(_BaseJobManager["Job"]):
         from django_pgqueue import operations
 
         return operations.prune(operations.DjangoDatabase(self.db)).deleted
+
+
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    def enable(self) -> int:
+        """Enable the disabled ones; each next runs at its first tick from now (a disabled
+        stretch is not "missed")."""
+        count = 0
+        for schedule in self.filter(enabled=False):
+            schedule.enabled = True
+            schedule.reschedule()
+            schedule.save(update_fields=["enabled", "next_run_at", "updated_at"])
+            count += 1
+        return count
+
+    def disable(self) -> int:
+        return self.filter(enabled=True).update(
+            enabled=False, next_run_at=None, updated_at=timezone.now()
+        )
