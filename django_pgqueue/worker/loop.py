@@ -55,7 +55,7 @@ from django_pgqueue.worker.control import (
 from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
-from django_pgqueue.worker.housekeeping import Housekeeping, prune
+from django_pgqueue.worker.housekeeping import Housekeeping, Periodic, prune
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
 from django_pgqueue.worker.signals import ShutdownSignals
@@ -148,12 +148,12 @@ class Worker:
         # Periodic schedules: any worker fires them (not a burst, which only drains), unless
         # firing is off for it (PGQUEUE_FIRE_SCHEDULES, run_jobs --no-schedules).
         fire = settings.FIRE_SCHEDULES if schedules is None else schedules
-        self._schedules = ScheduleFirer(self.worker_id, self.alias) if fire and not burst else None
-        self._schedules_task = (
-            None
-            if self._schedules is None
-            else self.housekeeping.add("schedules", self._fire_schedules, settings.POLL_INTERVAL)
-        )
+        self._schedules_task: Periodic | None = None
+        if fire and not burst:
+            firer = ScheduleFirer(self.worker_id, self.alias)
+            self._schedules_task = self.housekeeping.add(
+                "schedules", lambda: self._fire_schedules(firer), settings.POLL_INTERVAL
+            )
         # Queue settings (paused, limits): read at start, on NOTIFY, and polled as a fallback.
         self._queue_settings = QueueSettings()
         self._queue_settings_task = self.housekeeping.add(
@@ -209,7 +209,7 @@ class Worker:
                 self.queues,
                 self._wake,
                 self._on_control,
-                self._on_schedules_changed if self._schedules else None,
+                self._on_schedules_changed if self._schedules_task else None,
             )
             self._listener.start()
 
@@ -223,13 +223,12 @@ class Worker:
         """The listener heard that schedules changed: the loop fires them at its next turn."""
         self._events.put(_SCHEDULES_CHANGED)
 
-    def _fire_schedules(self) -> float:
+    def _fire_schedules(self, firer: ScheduleFirer) -> float:
         """The schedules' housekeeping task: fire what is due, claim what it enqueued at once;
         returns the seconds until it is due again."""
-        assert self._schedules is not None
-        if self._schedules.fire(self._connection):
+        if firer.fire(self._connection):
             self._wake()
-        return self._schedules.wait()
+        return firer.wait()
 
     def _read_queue_settings(self) -> float:
         """Read the queues' settings; claim at once if they changed (a queue resumed, say)."""
