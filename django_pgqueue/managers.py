@@ -1,4 +1,9 @@
-"""The QuerySet picks rows; :mod:`django_pgqueue.operations` changes them."""
+"""The QuerySets pick rows; :mod:`django_pgqueue.operations` changes them.
+
+The operations build and return ``Job`` rows, and the models module imports this one: each
+method imports the operations when it runs (as the operations import the models), so neither
+layer is imported by the other's import.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,11 @@ from typing import TYPE_CHECKING
 from django.db import models
 from django.utils import timezone
 
-from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.states import FINISHED, JobStatus
 
 if TYPE_CHECKING:
-    from django_pgqueue.models import Job
+    from django_pgqueue.models import Job, Schedule  # noqa: F401  (Schedule: a type argument)
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -24,6 +28,8 @@ class JobQuerySet(models.QuerySet["Job"]):
         return self.filter(status=JobStatus.PENDING, run_after__lte=timezone.now())
 
     def scheduled(self) -> JobQuerySet:
+        from django_pgqueue import operations
+
         return self.filter(operations.scheduled_q())
 
     def running(self) -> JobQuerySet:
@@ -46,6 +52,8 @@ class JobQuerySet(models.QuerySet["Job"]):
         return self.filter(status=JobStatus.PENDING, attempts__gt=0)
 
     def retryable(self) -> JobQuerySet:
+        from django_pgqueue import operations
+
         return self.filter(operations.RETRYABLE_Q)
 
     def in_queue(self, queue: str) -> JobQuerySet:
@@ -59,10 +67,14 @@ class JobQuerySet(models.QuerySet["Job"]):
         Jobs whose unique key is held by another active job are left as they are.
         Returns the ids changed. Workers are woken when the change commits.
         """
+        from django_pgqueue import operations
+
         return operations.retry(self)
 
     def cancel(self) -> int:
         """Cancel the pending jobs among these; running and finished jobs are left alone."""
+        from django_pgqueue import operations
+
         return len(operations.cancel(self))
 
     def run_now(self) -> int:
@@ -70,6 +82,8 @@ class JobQuerySet(models.QuerySet["Job"]):
 
         Jobs already runnable keep their ``run_after``, and so their place in the queue.
         """
+        from django_pgqueue import operations
+
         return len(operations.run_now(self))
 
 
@@ -89,6 +103,8 @@ class JobManager(_BaseJobManager["Job"]):
         ``running``, locked by ``worker_id``, with their attempt counted. The worker runs the
         same :func:`operations.claim` on its own connection.
         """
+        from django_pgqueue import operations
+
         return operations.claim(
             operations.DjangoDatabase(self.db),
             worker_id,
@@ -109,4 +125,24 @@ class JobManager(_BaseJobManager["Job"]):
 
         Workers run the same :func:`operations.prune` (which also drops long-gone worker rows).
         """
+        from django_pgqueue import operations
+
         return operations.prune(operations.DjangoDatabase(self.db)).deleted
+
+
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    def enable(self) -> int:
+        """Enable the disabled ones; each next runs at its first tick from now (a disabled
+        stretch is not "missed")."""
+        count = 0
+        for schedule in self.filter(enabled=False):
+            schedule.enabled = True
+            schedule.reschedule()
+            schedule.save(update_fields=["enabled", "next_run_at", "updated_at"])
+            count += 1
+        return count
+
+    def disable(self) -> int:
+        return self.filter(enabled=True).update(
+            enabled=False, next_run_at=None, updated_at=timezone.now()
+        )

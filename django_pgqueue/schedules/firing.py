@@ -1,17 +1,16 @@
 """The worker's side of schedules: fire due ticks, and know when to look again.
 
-The worker loop runs :meth:`ScheduleFirer.fire` as a housekeeping task, again at
-:attr:`~ScheduleFirer.due_at` (the next tick, or ``PGQUEUE_POLL_INTERVAL`` at the latest: no
-busy polling), and at once when schedules change (a ``NOTIFY pgqueue_schedules`` from the
-table's trigger). The first firing syncs the code's declarations. Errors of its own never stop
-the worker's claims.
+The worker runs :meth:`ScheduleFirer.fire` on its connection as a housekeeping task, again
+after :meth:`~ScheduleFirer.wait` (until the next tick, or ``PGQUEUE_POLL_INTERVAL`` at the
+latest: no busy polling), and at once when schedules change (its listener hears the table
+trigger's ``NOTIFY pgqueue_schedules``). The first firing syncs the code's declarations. Errors
+of its own never stop the worker's claims. The firer knows nothing of the worker: it is given
+the connection to fire on, and says how many jobs it enqueued.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from django.db import connections
 
@@ -19,10 +18,6 @@ from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import CONNECTION_ERRORS, Database
 from django_pgqueue.printable import get_logger
-
-if TYPE_CHECKING:
-    from django_pgqueue.worker.housekeeping import Periodic
-    from django_pgqueue.worker.loop import Worker
 
 logger = get_logger("django_pgqueue.worker")
 
@@ -33,41 +28,19 @@ ERROR_DELAY_MAX = 60.0
 
 
 class ScheduleFirer:
-    def __init__(self, worker_id: str, alias: str, wake: Callable[[], None]) -> None:
+    """Fires one worker's due schedule ticks."""
+
+    def __init__(self, worker_id: str, alias: str) -> None:
         self.worker_id = worker_id
-        self.alias = alias
-        self.wake = wake  # wakes the worker loop (to claim what was enqueued)
+        self.alias = alias  # the database the code's declarations are synced to
         #: When (``time.monotonic()``) to fire next; 0: at once.
         self.due_at = 0.0
         self.synced = False
-        self.task: Periodic | None = None
-        self._changed = False
         self._error_delay = 0.0
 
-    @classmethod
-    def for_worker(cls, worker: Worker, enabled: bool | None) -> ScheduleFirer | None:
-        """A firer run by ``worker``'s housekeeping, unless firing is off for it
-        (``PGQUEUE_FIRE_SCHEDULES``, ``run_jobs --no-schedules``, or a burst)."""
-        if not (settings.FIRE_SCHEDULES if enabled is None else enabled) or worker.burst:
-            return None
-        firer = cls(worker.worker_id, worker.alias, worker._wake)
-        connection = worker._connection
-
-        def run() -> float:
-            firer._changed = False
-            if firer.fire(connection):
-                firer.wake()  # claim the jobs it enqueued now
-            return 0.0 if firer._changed else max(0.0, firer.due_at - time.monotonic())
-
-        firer.task = worker.housekeeping.add("schedules", run, settings.POLL_INTERVAL)
-        return firer
-
-    def changed(self) -> None:
-        """Schedules changed (the listener's thread): look at them again now."""
-        self._changed = True
-        if self.task is not None:
-            self.task.next_at = 0.0
-        self.wake()
+    def wait(self) -> float:
+        """Seconds until the next firing is due."""
+        return max(0.0, self.due_at - time.monotonic())
 
     def fire(self, db: Database) -> int:
         """Sync (the first time), fire due ticks; returns the jobs enqueued."""

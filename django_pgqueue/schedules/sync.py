@@ -20,9 +20,10 @@ from django.db import transaction
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.fields import default_zone
+from django_pgqueue.models import Schedule
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.declaration import Declaration, declared
-from django_pgqueue.schedules.models import Schedule, Source
+from django_pgqueue.schedules.models import Source
 
 logger = get_logger("django_pgqueue.schedules")
 

@@ -11,9 +11,10 @@ backend's ``task_class``), and :func:`autodiscover` (called from the app's ``rea
 every installed app's ``tasks`` module, so a worker knows the same tasks as the web processes.
 See ``docs/django-tasks.md``.
 
-Modules: ``base`` (the Task class, ``@task``, options), ``backend`` (enqueue, results, checks),
-``results`` (job row -> TaskResult), ``runnable`` (the worker's side and the task's JobSpec),
-``discovery``. Imports run one way: backend -> base -> runnable -> results.
+Modules: ``base`` (the Task class, its options, its JobSpec and registry entry, ``@task``),
+``backend`` (enqueue, results, checks), ``attempt`` (one attempt on a worker, Django's
+signals), ``results`` (job row -> TaskResult), ``discovery``. Imports run one way:
+backend -> base -> attempt -> results.
 """
 
 from __future__ import annotations
@@ -34,10 +35,9 @@ except ImportError as exc:  # Django < 6.0
     ) from exc
 
 from django_pgqueue.tasks.backend import PgQueueBackend
-from django_pgqueue.tasks.base import PgQueueTask, task
+from django_pgqueue.tasks.base import OPTION_NAMES, PgQueueTask, task
 from django_pgqueue.tasks.discovery import autodiscover, uses_pgqueue_backend
 from django_pgqueue.tasks.results import STATUS_MAP
-from django_pgqueue.tasks.runnable import OPTION_NAMES
 
 __all__ = [
     "OPTION_NAMES",

@@ -21,16 +21,17 @@ from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
 from django_pgqueue.rules import JOB_OPTIONS
 from django_pgqueue.spec import JobSpec
-from django_pgqueue.tasks.base import PgQueueTask
-from django_pgqueue.tasks.results import result_from_job, task_as_enqueued
-from django_pgqueue.tasks.runnable import (
+from django_pgqueue.tasks.attempt import send
+from django_pgqueue.tasks.base import (
     OPTION_NAMES,
+    PgQueueTask,
     TaskRunnable,
     register,
-    send,
     set_backend_defaults,
+    task_as_enqueued,
     task_spec,
 )
+from django_pgqueue.tasks.results import result_from_job
 
 _MAX_ID = 2**63 - 1
 

@@ -1,23 +1,47 @@
-"""The Task class of :class:`~django_pgqueue.tasks.PgQueueBackend`, its options and ``@task``."""
+"""The Task class of :class:`~django_pgqueue.tasks.PgQueueBackend`: its options, its
+:class:`JobSpec`, its entry in the job registry (what a worker runs), and ``@task``.
+
+Nothing here imports the backend: a :class:`~django_pgqueue.tasks.backend.PgQueueBackend`
+passes its ``OPTIONS`` in (:func:`set_backend_defaults`) when it is created, which is before any
+of its tasks exist (Django validates a task against its backend as the task is made).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 
 from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, DEFAULT_TASK_QUEUE_NAME, Task, task_backends
 from django.tasks.base import DEFAULT_TASK_PRIORITY
+from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 
-from django_pgqueue.tasks.runnable import OPTION_NAMES, register
+from django_pgqueue import registry
+from django_pgqueue.exceptions import UnknownJob
+from django_pgqueue.rules import to_seconds
+from django_pgqueue.spec import JobSpec
+from django_pgqueue.tasks.attempt import run_attempt
 
 if TYPE_CHECKING:
+    from django_pgqueue.models import Job
+
     _TaskBase = Task[..., Any]
 else:
     _TaskBase = Task
 
 __all__ = ["OPTION_NAMES", "PgQueueTask", "task"]
+
+#: Keys of a backend's ``OPTIONS``; each is also an option of ``@task`` (per task).
+OPTION_NAMES = ("max_attempts", "backoff_base", "backoff_max", "timeout")
+
+# Backend alias -> its OPTIONS (checked), set by each PgQueueBackend as it is created.
+_backend_defaults: dict[str, dict[str, Any]] = {}
+
+
+def set_backend_defaults(alias: str, options: Mapping[str, Any]) -> None:
+    _backend_defaults[alias] = {name: to_seconds(options.get(name)) for name in OPTION_NAMES}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +84,80 @@ class PgQueueTask(_TaskBase):
             "max_attempts": max_attempts,
         }
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def task_spec(task: PgQueueTask) -> JobSpec:
+    """The task's :class:`JobSpec`: its own options, then its backend's ``OPTIONS``, then the
+    ``PGQUEUE_*`` settings (left to the spec). Raises ValueError/TypeError for bad values."""
+    with contextlib.suppress(InvalidTaskBackend):
+        task.get_backend()  # made on first use (and after a settings change): it passes OPTIONS
+    return JobSpec(
+        name=task.module_path,
+        queue=task.queue_name,
+        priority=int(task.priority),
+        run_after=task.run_after,
+        max_attempts=task.max_attempts,
+        backoff_base=to_seconds(task.backoff_base),
+        backoff_max=to_seconds(task.backoff_max),
+        timeout=to_seconds(task.timeout),
+    ).with_defaults(**_backend_defaults.get(task.backend, {}))
+
+
+class TaskRunnable:
+    """A task's entry in the job registry (``registry.Runnable``): what a worker runs."""
+
+    __slots__ = ("task",)
+    #: What the registry calls it in messages.
+    kind = "django.tasks task"
+
+    def __init__(self, task: PgQueueTask) -> None:
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<task {self.task.module_path}>"
+
+    @property
+    def name(self) -> str:
+        return self.task.module_path
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        # The registry compares origins (module, qualname) to allow re-imports.
+        return self.task.func
+
+    @property
+    def spec(self) -> JobSpec:
+        return task_spec(self.task)
+
+    def run(self, job: Job) -> Any:
+        return run_attempt(task_as_enqueued(self.task, job), job)
+
+
+def register(task: PgQueueTask) -> None:
+    """Put ``task`` in the job registry under its module path (once per function)."""
+    try:
+        current = registry.get(task.module_path)
+    except UnknownJob:
+        current = None
+    if isinstance(current, TaskRunnable) and current.task.func is task.func:
+        return  # ``using()`` copies and re-validations keep the first registration
+    registry.register(TaskRunnable(task))
+
+
+def task_as_enqueued(task: PgQueueTask, job: Job) -> PgQueueTask:
+    """The registered ``task`` with the queue, priority and max_attempts ``job`` was given."""
+    if (task.queue_name, task.priority, task.max_attempts) == (
+        job.queue,
+        job.priority,
+        job.max_attempts,
+    ):
+        return task
+    try:
+        return replace(
+            task, queue_name=job.queue, priority=job.priority, max_attempts=job.max_attempts
+        )
+    except InvalidTask:
+        return task  # e.g. a queue since removed from QUEUES: the job still ran there
 
 
 @overload

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
-from django.tasks.exceptions import InvalidTask
 
 from django_pgqueue.states import JobStatus
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
-    from django_pgqueue.tasks.base import PgQueueTask
 
 #: Our status -> Django's.
 STATUS_MAP: dict[str, TaskResultStatus] = {
@@ -67,19 +64,3 @@ def worker_ids(job: Job) -> list[str]:
     if finished_attempt and job.attempts:
         ids.append(job.locked_by or "")
     return ids
-
-
-def task_as_enqueued(task: PgQueueTask, job: Job) -> PgQueueTask:
-    """The registered ``task`` with the queue, priority and max_attempts ``job`` was given."""
-    if (task.queue_name, task.priority, task.max_attempts) == (
-        job.queue,
-        job.priority,
-        job.max_attempts,
-    ):
-        return task
-    try:
-        return replace(
-            task, queue_name=job.queue, priority=job.priority, max_attempts=job.max_attempts
-        )
-    except InvalidTask:
-        return task  # e.g. a queue since removed from QUEUES: the job still ran there

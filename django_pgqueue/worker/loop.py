@@ -10,8 +10,17 @@ Threads of one worker process:
 
 Everything reaches the loop through one queue of :mod:`.events`, so it sleeps in one place and
 wakes for whichever comes first: an outcome, a NOTIFY (it waits on the listener's socket), a
-signal, or its own timers. Its parts:
-:mod:`.capacity`, :mod:`.claims`, :mod:`.housekeeping` (periodic work), :mod:`.shutdown`.
+signal, or its own timers.
+
+The :class:`Worker` is one object: its loop, its shutdown and its heartbeat are its methods,
+here. Its collaborators each get what they need when the worker builds them (its connection,
+its id, a callback) and know nothing of the worker: :class:`~.capacity.Capacity` (how many to
+claim), :class:`~.claims.Claimer` (the claim statements), :class:`~.writeback.WriteBack` (the
+outcomes, from buffered to on disk), :class:`~.housekeeping.Housekeeping` (periodic work),
+:class:`~django_pgqueue.schedules.firing.ScheduleFirer` (periodic schedules),
+:class:`~.control.RunningControl` and :class:`~.control.QueueSettings` (runtime control),
+:class:`~.executors.Executors`, :class:`~.listener.Listener` and
+:class:`~.signals.ShutdownSignals` (the threads and the signals).
 """
 
 from __future__ import annotations
@@ -28,7 +37,6 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
-from django_pgqueue.worker import writeback
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import Claimer
 from django_pgqueue.worker.connection import (
@@ -47,11 +55,11 @@ from django_pgqueue.worker.control import (
 from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Executors
-from django_pgqueue.worker.housekeeping import Housekeeping, prune
+from django_pgqueue.worker.housekeeping import Housekeeping, Periodic, prune
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
-from django_pgqueue.worker.shutdown import shutdown
 from django_pgqueue.worker.signals import ShutdownSignals
+from django_pgqueue.worker.writeback import WriteBack
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -60,6 +68,7 @@ logger = get_logger("django_pgqueue.worker")
 
 _WAKE = object()
 _STOP = object()
+_SCHEDULES_CHANGED = object()
 
 
 def default_worker_id() -> str:
@@ -114,10 +123,10 @@ class Worker:
         self._events = Events()
         self._connection = QueueConnection(self.alias, f"pgqueue worker {self.worker_id}")
         self._claimed: dict[int, Job] = {}  # claimed and not yet written back
-        self._outcomes: list[Outcome] = []
+        #: The outcomes, from reported to on disk.
+        self._writeback = WriteBack(self._connection, self.worker_id, self.stats, journal)
         self._stopping = False
-        #: Outcomes written, not yet known to be on disk.
-        self._unconfirmed = writeback.Unconfirmed(journal)
+        self._woken = False
         self.cancel_timeout = (
             cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
         )
@@ -136,8 +145,15 @@ class Worker:
         self.housekeeping.add(
             "prune", lambda: prune(self._connection), settings.PRUNE_INTERVAL, wakes=False
         )
-        # Periodic schedules: any worker fires them (not a burst, which only drains).
-        self._schedules = ScheduleFirer.for_worker(self, schedules)
+        # Periodic schedules: any worker fires them (not a burst, which only drains), unless
+        # firing is off for it (PGQUEUE_FIRE_SCHEDULES, run_jobs --no-schedules).
+        fire = settings.FIRE_SCHEDULES if schedules is None else schedules
+        self._schedules_task: Periodic | None = None
+        if fire and not burst:
+            firer = ScheduleFirer(self.worker_id, self.alias)
+            self._schedules_task = self.housekeeping.add(
+                "schedules", lambda: self._fire_schedules(firer), settings.POLL_INTERVAL
+            )
         # Queue settings (paused, limits): read at start, on NOTIFY, and polled as a fallback.
         self._queue_settings = QueueSettings()
         self._queue_settings_task = self.housekeeping.add(
@@ -164,7 +180,7 @@ class Worker:
                 " burst" if self.burst else "",
             )
             self._loop()
-            shutdown(self)
+            self._shutdown()
         finally:
             self._signals.restore()
             if self._listener is not None:
@@ -193,7 +209,7 @@ class Worker:
                 self.queues,
                 self._wake,
                 self._on_control,
-                self._schedules.changed if self._schedules else None,
+                self._on_schedules_changed if self._schedules_task else None,
             )
             self._listener.start()
 
@@ -202,6 +218,17 @@ class Worker:
 
     def _on_control(self, payload: str) -> None:
         self._events.put(ControlEvent(payload))
+
+    def _on_schedules_changed(self) -> None:
+        """The listener heard that schedules changed: the loop fires them at its next turn."""
+        self._events.put(_SCHEDULES_CHANGED)
+
+    def _fire_schedules(self, firer: ScheduleFirer) -> float:
+        """The schedules' housekeeping task: fire what is due, claim what it enqueued at once;
+        returns the seconds until it is due again."""
+        if firer.fire(self._connection):
+            self._wake()
+        return firer.wait()
 
     def _read_queue_settings(self) -> float:
         """Read the queues' settings; claim at once if they changed (a queue resumed, say)."""
@@ -234,22 +261,23 @@ class Worker:
                 self._woken = False
                 next_claim = now
             if self._executors.has_deadlines:
-                self._outcomes += self._executors.fail_overdue()
-            self._outcomes += self._executors.replace_dead()
-            if self._outcomes and flush_deadline is None:
+                self._writeback.extend(self._executors.fail_overdue())
+            self._writeback.extend(self._executors.replace_dead())
+            outcomes = self._writeback.buffered
+            if outcomes and flush_deadline is None:
                 flush_deadline = now + settings.FLUSH_INTERVAL
 
             try:
                 if self._claimer.unsettled and self._claimer.settle(self._held_ids()):
                     next_claim = now  # the jobs a lost claim answer left: claimable again
                 # 2. Write outcomes back in one statement when enough are buffered or due.
-                if self._outcomes and (
-                    len(self._outcomes) >= settings.FLUSH_SIZE
+                if outcomes and (
+                    len(outcomes) >= settings.FLUSH_SIZE
                     or now >= (flush_deadline or now)
-                    or len(self._outcomes) >= len(self._claimed)  # nothing else in flight
+                    or len(outcomes) >= len(self._claimed)  # nothing else in flight
                 ):
-                    unblocking = self._claimer.may_unblock(self._claimed, self._outcomes)
-                    retry_at = writeback.flush(self)
+                    unblocking = self._claimer.may_unblock(self._claimed, outcomes)
+                    retry_at = self._flush()
                     flush_deadline = None
                     if retry_at is not None and not self.burst:  # burst: retries aren't waited for
                         next_claim = min(next_claim, retry_at)
@@ -259,12 +287,12 @@ class Worker:
                 self.housekeeping.run_due(now)
                 if self._claimed:  # cancellations and progress of the jobs we hold
                     self._control.tick(self._connection, self.worker_id, self._heartbeat_ids(), now)
-                if self._unconfirmed.due(now):  # no claim has made them durable: one statement
-                    writeback.make_durable(self)
+                if self._writeback.durable_due(now):  # no claim made them durable: one statement
+                    self._writeback.make_durable()
 
                 # 3. Claim when executors are about to run dry.
                 if budget is not None and budget <= 0:
-                    if not self._claimed and not self._outcomes:
+                    if not self._claimed and not self._writeback.buffered:
                         return
                     next_claim = float("inf")
                     continue
@@ -276,7 +304,7 @@ class Worker:
                     if budget is not None:
                         budget -= got
                     if got < want:
-                        if self.burst and not self._claimed and not self._outcomes:
+                        if self.burst and not self._claimed and not self._writeback.buffered:
                             return
                         next_claim = self._claimer.idle_until()
                     else:
@@ -288,9 +316,7 @@ class Worker:
                     continue
                 delay = backoff.failed()
                 log_database_error(self.worker_id, exc, delay)
-                writeback.connection_lost(self)
-                self._claimer.unsettled = True
-                self._connection.close()
+                self._connection_lost()
                 self._drain_events(delay)
                 if self._stopping:
                     return
@@ -312,8 +338,8 @@ class Worker:
             deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
             deadlines.append(flush_deadline)
-        if self._unconfirmed.deadline is not None:
-            deadlines.append(self._unconfirmed.deadline)
+        if self._writeback.durable_deadline is not None:
+            deadlines.append(self._writeback.durable_deadline)
         if self._claimed:
             deadlines.append(self._control.next_due(now))
         if self._claim_size() > 0:
@@ -333,6 +359,9 @@ class Worker:
                 self._stopping = True
             elif event is _WAKE:
                 self._woken = True
+            elif event is _SCHEDULES_CHANGED:
+                if self._schedules_task is not None:
+                    self._schedules_task.next_at = 0.0
             elif isinstance(event, ControlEvent):
                 if event.payload in ("cancel", "reconnected"):
                     self._control.notified()
@@ -340,7 +369,7 @@ class Worker:
                     self._queue_settings_task.next_at = 0.0
             elif isinstance(event, Outcome):
                 self._capacity.record(event)
-                self._outcomes.append(event)
+                self._writeback.add(event)
             elif isinstance(event, Dropped):
                 self._claimed.pop(event.job_id, None)
                 self._executors.lost.discard(event.job_id)
@@ -349,18 +378,16 @@ class Worker:
             except queue_module.Empty:
                 return
 
-    _woken = False
-
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: not yet)."""
-        return self._capacity.claim_size(len(self._claimed), len(self._outcomes))
+        return self._capacity.claim_size(len(self._claimed), len(self._writeback.buffered))
 
     def _claim(self, limit: int) -> int:
         """Claim up to ``limit`` jobs (more when stale ones are taken back) and queue them for
         the executors; returns the rows taken (jobs found dead count: not short of work)."""
         taken = self._claimer.claim(limit, self._take)
         if taken:  # its commit waited for the disk: so are the outcomes written before it
-            self._unconfirmed.confirmed()
+            self._writeback.confirmed()
         return taken
 
     def _take(self, jobs: list[Job]) -> None:
@@ -388,8 +415,7 @@ class Worker:
     def _held_ids(self) -> list[int]:
         """The jobs this worker knows it holds: claimed, or finished with an outcome to write
         or not yet known to be on disk (a crash may have put its job back to running)."""
-        buffered = [outcome.job_id for outcome in self._outcomes]
-        return [*self._claimed, *buffered, *self._unconfirmed.job_ids()]
+        return [*self._claimed, *self._writeback.job_ids()]
 
     def _heartbeat_ids(self) -> list[int]:
         # Hung jobs already have their outcome buffered; lost ones belong to another worker.
@@ -398,3 +424,77 @@ class Worker:
             for job_id, job in self._claimed.items()
             if job_id not in self._executors.lost and not self._executors.abandoned(job)
         ]
+
+    # ----- writing outcomes back -------------------------------------------------------------
+
+    def _flush(self) -> float | None:
+        """Write the buffered outcomes; returns when (monotonic) the earliest retry is due."""
+        flushed = self._writeback.flush()
+        for outcome in flushed.outcomes:
+            self._claimed.pop(outcome.job_id, None)
+        return flushed.retry_at
+
+    def _connection_lost(self) -> None:
+        """The queue connection failed: outcomes not known to be on disk are written again, a
+        claim may have committed unseen (settled on the next connection), and the next
+        statement reconnects."""
+        self._writeback.connection_lost()
+        self._claimer.unsettled = True
+        self._connection.close()
+
+    # ----- the end ---------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Once the loop has returned: hand back unstarted jobs, wait up to the shutdown
+        timeout for running ones (heartbeating them), write every outcome and make it durable,
+        and mark the worker stopped."""
+        unstarted = self._executors.take_unstarted()
+        deadline = time.monotonic() + self.shutdown_timeout
+        backoff = Backoff()
+        released = False
+        while True:
+            try:
+                if self._claimer.unsettled:  # the loop lost its connection: see Claimer.settle
+                    self._claimer.settle(self._held_ids())
+                if unstarted and not released:
+                    handed = operations.release(self._connection, self.worker_id, unstarted)
+                    released = True
+                    self.stats.released += len(handed)
+                    for job_id in unstarted:
+                        self._claimed.pop(job_id, None)
+                    if handed:
+                        logger.info(
+                            "Handed %d unstarted jobs back to the queue (worker %s)",
+                            len(handed),
+                            self.worker_id,
+                        )
+                if self._writeback.buffered:
+                    self._flush()
+                if not self._claimed:
+                    self._writeback.make_durable()
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    logger.warning(
+                        "Worker %s: shutdown timeout with %d jobs still running; they will be "
+                        "reclaimed after the visibility timeout",
+                        self.worker_id,
+                        len(self._claimed),
+                    )
+                    break
+                self._drain_events(min(remaining, settings.HEARTBEAT_INTERVAL))
+                if self._claimed and time.monotonic() - deadline < 0:
+                    self._heartbeat()
+            except DATABASE_ERRORS as exc:
+                logger.warning(
+                    "Worker %s: queue database error during shutdown (%s)", self.worker_id, exc
+                )
+                self._connection_lost()
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(backoff.failed())
+        try:
+            self._writeback.make_durable()  # after a timeout; else done above
+            operations.stop_worker(self._connection, self.worker_id, self.stats.finished)
+        except DATABASE_ERRORS:
+            logger.warning("Could not mark worker %s stopped", self.worker_id)

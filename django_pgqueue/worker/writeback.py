@@ -12,7 +12,7 @@ worker's next claim that takes a job is such a commit; when none comes within
 ``PGQUEUE_FLUSH_INTERVAL``, the loop makes one of its own (``operations.make_durable``), and
 so does the shutdown. Until then the outcomes are :class:`Unconfirmed`: the journal does not
 mark them written (if the process dies, its supervisor writes them again), and a lost
-connection hands them back to the loop's buffer, to be written again once the server is back.
+connection hands them back to the buffer, to be written again once the server is back.
 Writing one again is safe either way: if a server crash lost it, its job is still ``running``
 under this worker's lock and the outcome is written; if it was kept, the job is no longer
 running and nothing matches.
@@ -21,20 +21,115 @@ running and nothing matches.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.utils import timezone
 
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
-from django_pgqueue.operations import Outcome
+from django_pgqueue.operations import Database, Outcome
 from django_pgqueue.printable import get_logger
+from django_pgqueue.worker.counts import WorkerStats
 from django_pgqueue.worker.journal import Journal
 
-if TYPE_CHECKING:
-    from django_pgqueue.worker.loop import Worker
-
 logger = get_logger("django_pgqueue.worker")
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """What one flush wrote."""
+
+    #: The outcomes written (their jobs are no longer the executors' business).
+    outcomes: Sequence[Outcome]
+    #: When (monotonic) the earliest retry among them is due, if any.
+    retry_at: float | None
+
+
+class WriteBack:
+    """A worker's outcomes from the moment an executor reports one until it is on disk:
+    buffered (to be written by the next :meth:`flush`), then :class:`Unconfirmed` (written, not
+    yet known to be durable) until :meth:`confirmed` or :meth:`make_durable`.
+
+    It writes on ``db`` (the worker's connection) under ``worker_id`` and counts what it wrote
+    in ``stats``; the worker decides when to flush, and forgets the jobs a flush wrote.
+    """
+
+    def __init__(
+        self, db: Database, worker_id: str, stats: WorkerStats, journal: Journal | None
+    ) -> None:
+        self._db = db
+        self._worker_id = worker_id
+        self._stats = stats
+        self._buffer: list[Outcome] = []
+        self._unconfirmed = Unconfirmed(journal)
+
+    @property
+    def buffered(self) -> Sequence[Outcome]:
+        """The outcomes waiting for the next flush, oldest first."""
+        return self._buffer
+
+    def add(self, outcome: Outcome) -> None:
+        """An outcome an executor reported, to be written."""
+        self._buffer.append(outcome)
+
+    def extend(self, outcomes: Sequence[Outcome]) -> None:
+        """Outcomes the worker decided itself (a hung job failed, a dead thread's job)."""
+        self._buffer += outcomes
+
+    def job_ids(self) -> list[int]:
+        """The jobs whose outcome is buffered or not yet known to be on disk (a crash of the
+        server may have put such a job back to running under this worker's lock)."""
+        return [*(o.job_id for o in self._buffer), *self._unconfirmed.job_ids()]
+
+    def flush(self) -> Flushed:
+        """Write the buffered outcomes in one statement, committed without waiting for the
+        disk. If it fails they stay buffered, before any reported since: written later, never
+        lost."""
+        outcomes, self._buffer = self._buffer, []
+        try:
+            written = operations.finish(
+                self._db,
+                self._worker_id,
+                outcomes,
+                delete_completed=settings.RETENTION <= 0,
+                asynchronous=True,
+            )
+        except BaseException:
+            self._buffer = outcomes + self._buffer
+            raise
+        self._unconfirmed.add(outcomes)
+        logger.debug("Worker %s wrote %d outcomes", self._worker_id, len(written))
+        first = self._unconfirmed.first_writes(self._worker_id, outcomes, written)
+        retry_at = self._stats.count_written(self._worker_id, first, written)
+        if retry_at is None:
+            return Flushed(outcomes, None)
+        wait = max(0.0, (retry_at - timezone.now()).total_seconds())
+        return Flushed(outcomes, time.monotonic() + wait)
+
+    @property
+    def durable_deadline(self) -> float | None:
+        """When (monotonic) :meth:`make_durable` is due if no claim has confirmed them."""
+        return self._unconfirmed.deadline
+
+    def durable_due(self, now: float) -> bool:
+        return self._unconfirmed.due(now)
+
+    def confirmed(self) -> None:
+        """A commit that waited for the disk returned on the worker's connection (a claim
+        that took jobs): everything written before it is durable."""
+        self._unconfirmed.confirmed()
+
+    def make_durable(self) -> None:
+        """Wait until the outcomes written so far are on disk (one statement, if any)."""
+        if self._unconfirmed:
+            operations.make_durable(self._db)
+            self._unconfirmed.confirmed()
+
+    def connection_lost(self) -> None:
+        """Outcomes not known to be on disk go back to the buffer, written again on
+        reconnect."""
+        self._buffer = self._unconfirmed.take_back() + self._buffer
 
 
 class Unconfirmed:
@@ -93,41 +188,3 @@ class Unconfirmed:
                 len(lost),
             )
         return [o for o in outcomes if o.job_id not in again]
-
-
-def flush(worker: Worker) -> float | None:
-    """Write the worker's buffered outcomes; returns when (monotonic) the earliest retry is due,
-    if any."""
-    outcomes, worker._outcomes = worker._outcomes, []
-    try:
-        written = operations.finish(
-            worker._connection,
-            worker.worker_id,
-            outcomes,
-            delete_completed=settings.RETENTION <= 0,
-            asynchronous=True,
-        )
-    except BaseException:
-        worker._outcomes = outcomes + worker._outcomes  # written later, never lost
-        raise
-    worker._unconfirmed.add(outcomes)
-    logger.debug("Worker %s wrote %d outcomes", worker.worker_id, len(written))
-    for outcome in outcomes:
-        worker._claimed.pop(outcome.job_id, None)
-    first = worker._unconfirmed.first_writes(worker.worker_id, outcomes, written)
-    retry_at = worker.stats.count_written(worker.worker_id, first, written)
-    if retry_at is None:
-        return None
-    return time.monotonic() + max(0.0, (retry_at - timezone.now()).total_seconds())
-
-
-def make_durable(worker: Worker) -> None:
-    """Wait until the outcomes written so far are on disk (one statement)."""
-    if worker._unconfirmed:
-        operations.make_durable(worker._connection)
-        worker._unconfirmed.confirmed()
-
-
-def connection_lost(worker: Worker) -> None:
-    """Outcomes not known to be on disk go back to the buffer, written again on reconnect."""
-    worker._outcomes = worker._unconfirmed.take_back() + worker._outcomes

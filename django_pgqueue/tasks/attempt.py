@@ -1,8 +1,8 @@
-"""The worker's side: a task's registry entry, one attempt of it, and Django's signals.
+"""One attempt of a task on a worker, as Django's ``TaskResult`` shows it: the signals
+``task_started`` and ``task_finished``, the attempt's errors and its JSON return value.
 
-Nothing here imports the backend: a :class:`~django_pgqueue.tasks.backend.PgQueueBackend`
-passes its ``OPTIONS`` in (:func:`set_backend_defaults`) when it is created, which is before any
-of its tasks exist (Django validates a task against its backend as the task is made).
+It needs only Django's :class:`~django.tasks.Task`; what a :class:`~.base.PgQueueTask` adds
+(its options, its job spec, its registry entry) is :mod:`.base`'s.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import traceback
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.dispatch import Signal
@@ -23,93 +22,19 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
-from django_pgqueue import registry
-from django_pgqueue.exceptions import UnknownJob
 from django_pgqueue.printable import get_logger
 from django_pgqueue.retries import is_final_attempt
-from django_pgqueue.rules import to_seconds
-from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import dumps
-from django_pgqueue.tasks.results import result_from_job, task_as_enqueued
+from django_pgqueue.tasks.results import result_from_job
 from django_pgqueue.worker.performer import TRACEBACK_LOGGED
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
-    from django_pgqueue.tasks.base import PgQueueTask
-
-#: Keys of a backend's ``OPTIONS``; each is also an option of ``@task`` (per task).
-OPTION_NAMES = ("max_attempts", "backoff_base", "backoff_max", "timeout")
-
-# Backend alias -> its OPTIONS (checked), set by each PgQueueBackend as it is created.
-_backend_defaults: dict[str, dict[str, Any]] = {}
-
-
-def set_backend_defaults(alias: str, options: Mapping[str, Any]) -> None:
-    _backend_defaults[alias] = {name: to_seconds(options.get(name)) for name in OPTION_NAMES}
-
-
-def task_spec(task: PgQueueTask) -> JobSpec:
-    """The task's :class:`JobSpec`: its own options, then its backend's ``OPTIONS``, then the
-    ``PGQUEUE_*`` settings (left to the spec). Raises ValueError/TypeError for bad values."""
-    with contextlib.suppress(InvalidTaskBackend):
-        task.get_backend()  # made on first use (and after a settings change): it passes OPTIONS
-    return JobSpec(
-        name=task.module_path,
-        queue=task.queue_name,
-        priority=int(task.priority),
-        run_after=task.run_after,
-        max_attempts=task.max_attempts,
-        backoff_base=to_seconds(task.backoff_base),
-        backoff_max=to_seconds(task.backoff_max),
-        timeout=to_seconds(task.timeout),
-    ).with_defaults(**_backend_defaults.get(task.backend, {}))
-
 
 logger = get_logger("django_pgqueue.tasks")
 
 
-class TaskRunnable:
-    """A task's entry in the job registry (``registry.Runnable``): what a worker runs."""
-
-    __slots__ = ("task",)
-    #: What the registry calls it in messages.
-    kind = "django.tasks task"
-
-    def __init__(self, task: PgQueueTask) -> None:
-        self.task = task
-
-    def __repr__(self) -> str:
-        return f"<task {self.task.module_path}>"
-
-    @property
-    def name(self) -> str:
-        return self.task.module_path
-
-    @property
-    def func(self) -> Callable[..., Any]:
-        # The registry compares origins (module, qualname) to allow re-imports.
-        return self.task.func
-
-    @property
-    def spec(self) -> JobSpec:
-        return task_spec(self.task)
-
-    def run(self, job: Job) -> Any:
-        return run_attempt(task_as_enqueued(self.task, job), job)
-
-
-def register(task: PgQueueTask) -> None:
-    """Put ``task`` in the job registry under its module path (once per function)."""
-    try:
-        current = registry.get(task.module_path)
-    except UnknownJob:
-        current = None
-    if isinstance(current, TaskRunnable) and current.task.func is task.func:
-        return  # ``using()`` copies and re-validations keep the first registration
-    registry.register(TaskRunnable(task))
-
-
-def run_attempt(task: PgQueueTask, job: Job) -> Any:
+def run_attempt(task: Task[..., Any], job: Job) -> Any:
     """Run one attempt of ``task`` for ``job`` (claimed, running) and send Django's signals.
 
     ``task_finished`` follows every attempt: ``SUCCESSFUL``; ``READY`` when the attempt failed
