@@ -22,7 +22,7 @@ space := $(empty) $(empty)
 PYENV_BINS := $(subst $(space),:,$(strip $(wildcard $(PYENV_ROOT)/versions/3.1[2-9]*/bin)))
 TOX_PATH := $(if $(PYENV_BINS),$(PYENV_BINS):)$(PATH)
 
-.PHONY: help demo test lint format type tox check ci venv dist schema db db-url db-stop db-destroy clean
+.PHONY: help demo test lint format type tox check ci venv dist schema sql db db-url db-stop db-destroy clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ dist: $(VENV)/.installed-dev ## Build the sdist and the wheel into dist/ and che
 
 schema: $(VENV)/.installed-dev ## Write django_pgqueue/sql/schema.sql again from the migrations (after adding one)
 	@$(PY) scripts/schema.py
+
+sql: $(VENV)/.installed-dev ## Write django_pgqueue/sql/text/*.sql again (each statement whole), after changing SQL
+	@$(PY) scripts/sql_text.py
 
 db-url: $(VENV)/.installed-example ## Print the DATABASE_URL the tests and the demo use
 	@$(PY) scripts/pgdb.py url --database pgqueue_demo

@@ -100,6 +100,9 @@ def test_make_dist_builds_a_checked_sdist_and_wheel_with_the_whole_app(tmp_path)
         "django_pgqueue/static/django_pgqueue/admin.css",
         "django_pgqueue/migrations/0001_initial.py",
         "django_pgqueue/sql/claim.py",
+        "django_pgqueue/sql/schema.sql",
+        # Each statement whole (scripts/sql_text.py).
+        "django_pgqueue/sql/text/claim.sql",
         # The optional app of the tools, with its commands.
         "django_pgqueue/contrib/bench/apps.py",
         "django_pgqueue/contrib/bench/management/commands/pgqueue_bench.py",
