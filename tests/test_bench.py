@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from io import StringIO
@@ -19,6 +20,7 @@ import django_pgqueue.contrib.bench.run as bench_run
 from django_pgqueue import registry
 from django_pgqueue.contrib.bench.measurement import percentile
 from django_pgqueue.contrib.bench.phases import PHASES, Phase
+from django_pgqueue.contrib.bench.phases import limits as limits_phase
 from django_pgqueue.contrib.bench.results import (
     QUEUE_PREFIX,
     RESULT_KEYS,
@@ -27,7 +29,7 @@ from django_pgqueue.contrib.bench.results import (
 )
 from django_pgqueue.contrib.bench.run import Bench
 from django_pgqueue.contrib.bench.workload import NOOP, RECORD_START
-from django_pgqueue.models import Job
+from django_pgqueue.models import Job, Queue, RateWindow
 from django_pgqueue.models import Worker as WorkerRow
 from django_pgqueue.states import JobStatus
 from tests.testapp import jobs
@@ -88,6 +90,7 @@ def test_phases_left_out_are_null():
     assert data["drain_per_s"] is None
     assert data["pickup_ms_p50"] is None
     assert data["history_claim_ratio"] is None
+    assert data["limited_claim_window_ratio"] is None
     assert bench_rows() == 0
 
 
@@ -133,6 +136,46 @@ def test_cleanup_after_a_failure(monkeypatch):
     assert bench_rows() == 0
 
 
+def test_limits_measures_both_windows_and_leaves_no_queue_settings():
+    Queue.objects.create(name="emails", rate_limit="5/s")  # a real queue's: left alone
+    RateWindow.objects.create(id="queue:emails", starts=5, period=1.0)
+    lines, err = run_bench("--jobs=200", "--phases=limits", "--json")
+
+    data = json.loads(lines[-1])
+    for key in (
+        "limited_claim_ms_p50_10_per_s",
+        "limited_claim_ms_p50_100000_per_d",
+        "limited_claim_window_ratio",
+    ):
+        assert isinstance(data[key], float), key
+        assert data[key] > 0, key
+    assert data["drain_per_s"] is None
+    # The large window was half full and let every claim (5 to warm up) take its 10 jobs.
+    assert re.search(
+        r"^limited_claim_window_100000_per_d: 50,200 starts counted in 9[56] entries$",
+        "\n".join(lines),
+        re.MULTILINE,
+    )
+    assert "limited_claim_calls: 15 and 15, 10 jobs each, backlog 200" in lines
+    assert "100000/d: limited claim of 10 x 15" in err
+
+    assert bench_rows() == 0
+    assert list(Queue.objects.values_list("name", flat=True)) == ["emails"]
+    assert list(RateWindow.objects.values_list("id", flat=True)) == ["queue:emails"]
+
+
+def test_limits_cleans_up_after_a_failure(monkeypatch):
+    def boom(*args):
+        raise BenchError("interrupted")
+
+    monkeypatch.setattr(limits_phase, "timed_claim", boom)
+    with pytest.raises(BenchError):
+        run_bench("--jobs=100", "--phases=limits")
+    assert bench_rows() == 0
+    assert not Queue.objects.exists()
+    assert not RateWindow.objects.exists()
+
+
 def test_percentile():
     assert percentile([3.0], 99) == 3.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
@@ -140,7 +183,7 @@ def test_percentile():
 
 
 def test_every_phase_is_in_the_registry_and_drain_brings_its_jobs():
-    assert list(PHASES) == ["enqueue", "drain", "single", "pickup", "history"]
+    assert list(PHASES) == ["enqueue", "drain", "single", "pickup", "history", "limits"]
     run = Bench(BenchOptions(phases=["drain"]))
     assert run.to_run() == ["enqueue", "drain"]
     with pytest.raises(ValueError, match="Unknown phases: nope"):

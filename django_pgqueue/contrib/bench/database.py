@@ -19,9 +19,13 @@ from django_pgqueue.conf import settings
 from django_pgqueue.contrib.bench.workload import NOOP
 from django_pgqueue.operations import Database
 from django_pgqueue.sql import TABLE
+from django_pgqueue.sql.limits import BUCKETS, EXACT_STARTS, WINDOW_TABLE
+from django_pgqueue.sql.ready import HELD_TABLE, READY_TABLE
 from django_pgqueue.states import JobStatus
 
 VACUUM_ANALYZE = f"VACUUM (ANALYZE) {TABLE}"
+#: The ready ring's partitions, the held one among them.
+VACUUM_ANALYZE_READY = f"VACUUM (ANALYZE) {READY_TABLE}"
 MAX_JOB_ID = f"SELECT coalesce(max(id), 0) FROM {TABLE}"
 DELETE_QUEUE = f"DELETE FROM {TABLE} WHERE id > %s AND queue = %s"
 #: Pending plus running jobs of a queue (two small partial-index scans).
@@ -53,6 +57,30 @@ INSERT_HISTORY = f"""
     FROM generate_series(1, %s) AS i,
          LATERAL (SELECT now() - (%s - i) * interval '1 millisecond') AS s(t)
 """
+#: A bucketed rate window given ``starts`` recent starts: ``buckets`` buckets of a hundredth of
+#: its period each, the newest the bucket of now (aligned as the claim aligns it, so its starts
+#: add to it), the oldest ``buckets - 1`` periods/100 ago, the starts spread evenly over them.
+FILL_WINDOW = f"""
+UPDATE {WINDOW_TABLE} w SET (recent, counts, updated_at) = (
+    SELECT array_agg(to_timestamp(
+               (floor(extract(epoch FROM statement_timestamp()) / (w.period / {BUCKETS})) - b)
+               * (w.period / {BUCKETS})) ORDER BY b DESC),
+           array_agg((%(starts)s / %(buckets)s
+                      + CASE WHEN b < %(starts)s %% %(buckets)s THEN 1 ELSE 0 END)::integer
+                     ORDER BY b DESC),
+           now()
+    FROM generate_series(0, %(buckets)s - 1) AS b)
+WHERE w.id = %(window)s AND w.starts > {EXACT_STARTS}
+"""
+#: A rate window with no recent start: room for its whole rate.
+EMPTY_WINDOW = f"UPDATE {WINDOW_TABLE} SET recent = '{{}}', counts = '{{}}' WHERE id = %s"
+#: How many entries a rate window keeps and how many starts they count.
+WINDOW_STARTS = f"""
+SELECT cardinality(recent), (SELECT coalesce(sum(coalesce(s.n, 1)), 0)
+                             FROM unnest(recent, counts) AS s(t, n))
+FROM {WINDOW_TABLE} WHERE id = %s
+"""
+HELD_ROWS = f"SELECT count(*) FROM {HELD_TABLE} WHERE queue = %s"
 
 
 @contextlib.contextmanager
@@ -61,7 +89,7 @@ def _cursor() -> Iterator[Any]:
         yield cursor
 
 
-def _execute(query: str, params: Sequence[Any] | None = None) -> int:
+def _execute(query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
     with _cursor() as cursor:
         cursor.execute(query, params)
         return int(cursor.rowcount)
@@ -84,6 +112,11 @@ def drop_broken_connection() -> None:
 def vacuum_analyze() -> None:
     """So each measurement starts from a table autovacuum would have left (needs autocommit)."""
     _execute(VACUUM_ANALYZE)
+
+
+def vacuum_analyze_ready() -> None:
+    """The ready ring after rows were moved out of it wholesale (as autovacuum would)."""
+    _execute(VACUUM_ANALYZE_READY)
 
 
 def max_job_id() -> int:
@@ -116,6 +149,28 @@ def insert_history(queue: str, rows: int) -> None:
     a load."""
     _execute(INSERT_HISTORY, [queue, rows, rows])
     vacuum_analyze()
+
+
+def fill_window(window: str, starts: int, buckets: int) -> None:
+    """Give the bucketed rate window ``window`` ``starts`` recent starts over its newest
+    ``buckets`` buckets (:data:`FILL_WINDOW`)."""
+    if _execute(FILL_WINDOW, {"window": window, "starts": starts, "buckets": buckets}) != 1:
+        raise ValueError(f"No bucketed rate window {window!r}")
+
+
+def empty_window(window: str) -> None:
+    _execute(EMPTY_WINDOW, [window])
+
+
+def window_starts(window: str) -> tuple[int, int]:
+    """(entries kept, starts counted) of the rate window ``window``."""
+    entries, starts = _fetchone(WINDOW_STARTS, [window])
+    return int(entries), int(starts)
+
+
+def held_rows(queue: str) -> int:
+    """Ready rows of ``queue`` held out of the ring (``sql.held``)."""
+    return int(_fetchone(HELD_ROWS, [queue])[0])
 
 
 def server_settings() -> dict[str, str]:

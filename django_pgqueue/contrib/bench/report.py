@@ -19,6 +19,13 @@ def describe(result: BenchResult) -> list[tuple[str, str, str]]:
         ("pickup_ms_p50", fmt(result.pickup_ms_p50, ".3f"), "<= 5"),
         ("pickup_ms_p99", fmt(result.pickup_ms_p99, ".3f"), "<= 25"),
         ("history_claim_ratio", fmt(result.history_claim_ratio, ".3f"), ">= 0.9"),
+        ("limited_claim_ms_p50_10_per_s", fmt(result.limited_claim_ms_p50_10_per_s, ".3f"), ""),
+        (
+            "limited_claim_ms_p50_100000_per_d",
+            fmt(result.limited_claim_ms_p50_100000_per_d, ".3f"),
+            "",
+        ),
+        ("limited_claim_window_ratio", fmt(result.limited_claim_window_ratio, ".3f"), "<= 2"),
     ]
 
 

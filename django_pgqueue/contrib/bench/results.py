@@ -19,6 +19,9 @@ RESULT_KEYS = (
     "pickup_ms_p50",
     "pickup_ms_p99",
     "history_claim_ratio",
+    "limited_claim_ms_p50_10_per_s",
+    "limited_claim_ms_p50_100000_per_d",
+    "limited_claim_window_ratio",
     "machine",
     "settings",
 )
@@ -59,6 +62,9 @@ class BenchResult:
     pickup_ms_p50: float | None = None
     pickup_ms_p99: float | None = None
     history_claim_ratio: float | None = None
+    limited_claim_ms_p50_10_per_s: float | None = None
+    limited_claim_ms_p50_100000_per_d: float | None = None
+    limited_claim_window_ratio: float | None = None
     machine: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     #: Supporting figures for the human-readable table (not in the JSON object).

@@ -12,6 +12,10 @@ phase is a module here and one line below.
   pauses; from the enqueue's commit to the job function's first line -> ``pickup_ms_p50/p99``.
 * ``history``: claim-and-complete throughput with ``history_rows`` completed/dead rows in the
   table over the same without them -> ``history_claim_ratio``.
+* ``limits``: the worker's limited claim of 10 jobs, in a queue limited to ``10/s`` and in
+  one limited to ``100000/d`` whose window holds 50,000 recent starts, each with a backlog of
+  up to 30,000 jobs -> ``limited_claim_ms_p50_10_per_s``, ``limited_claim_ms_p50_100000_per_d``
+  and ``limited_claim_window_ratio`` (large over small).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django_pgqueue.contrib.bench.phases import drain, enqueue, history, pickup
+from django_pgqueue.contrib.bench.phases import drain, enqueue, history, limits, pickup
 
 if TYPE_CHECKING:
     from django_pgqueue.contrib.bench.context import BenchContext
@@ -42,5 +46,6 @@ PHASES: dict[str, Phase] = {
         Phase("single", enqueue.enqueue_single),
         Phase("pickup", pickup.pickup),
         Phase("history", history.history),
+        Phase("limits", limits.limits),
     )
 }

@@ -41,8 +41,9 @@ def phase_list(text: str) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Benchmark the job queue on this database in a scratch queue (deleted afterwards): bulk "
-        "and single enqueue, drain by real worker processes, pickup latency, and claim speed "
-        "with a large history. --memory instead measures one worker's RSS over many jobs."
+        "and single enqueue, drain by real worker processes, pickup latency, claim speed "
+        "with a large history, and the limited claim under a small and a large rate window. "
+        "--memory instead measures one worker's RSS over many jobs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
