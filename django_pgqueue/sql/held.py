@@ -50,6 +50,9 @@ from django_pgqueue.sql.ready import (
 )
 
 _ORDER = "ORDER BY priority DESC, run_after, job_id"
+#: A queue group's order, queue first as in the index of a queue's held rows: a plan reading
+#: the held rows in the claims' order would step over every other queue's.
+_QUEUE_ORDER = "ORDER BY queue, priority DESC, run_after, job_id"
 
 #: Rows of a group the ring keeps besides twice what it may start at once.
 KEPT_PER_KEY = 8
@@ -113,11 +116,11 @@ def _beyond_kept(over: str, where: str) -> str:
     LIMIT %(batch)s)"""
 
 
-def _front_of_held(short: str, where: str) -> str:
-    """The first ``room`` held rows matching ``where`` of each group in ``short``, locked
-    ``SKIP LOCKED``: what the upkeep puts back."""
+def _front_of_held(short: str, where: str, order: str = _ORDER) -> str:
+    """The first ``room`` held rows matching ``where`` of each group in ``short``, in
+    ``order``, locked ``SKIP LOCKED``: what the upkeep puts back."""
     return f"""SELECT x.ctid FROM {short} s CROSS JOIN LATERAL (
-            SELECT ctid FROM {HELD_TABLE} WHERE {where} {_ORDER}
+            SELECT ctid FROM {HELD_TABLE} WHERE {where} {order}
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x"""
 
 
@@ -195,7 +198,7 @@ _REFILL = f"""held_groups AS (
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(
         {_front_of_held("short", f"{_of_group('s.grp', '')} AND {not_paused('queue')}")}
         UNION ALL
-        {_front_of_held("queues_short", _of_queue("s.queue", ""))}))
+        {_front_of_held("queues_short", _of_queue("s.queue", ""), _QUEUE_ORDER)}))
     RETURNING h.*
 ), back AS (
     {insert_moved(INSERT_SLOT)}

@@ -288,7 +288,10 @@ WITH window_room AS MATERIALIZED (
                             GROUP BY queue) p
         CROSS JOIN LATERAL (
             SELECT ctid FROM {HELD_TABLE} WHERE queue = p.queue AND {keyless()}
-            ORDER BY priority DESC, run_after, job_id LIMIT p.n FOR UPDATE SKIP LOCKED) x))
+            -- queue first, as in the index of a queue's held rows: a plan that reads the
+            -- held rows in the claims' order steps over every other queue's.
+            ORDER BY queue, priority DESC, run_after, job_id
+            LIMIT p.n FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), refilled AS (
     {insert_moved(INSERT_SLOT, "refill m")}

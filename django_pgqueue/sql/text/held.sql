@@ -109,7 +109,7 @@ SELECT -3, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x
         UNION ALL
         SELECT x.ctid FROM queues_short s CROSS JOIN LATERAL (
-            SELECT ctid FROM pgqueue_ready_held WHERE queue = s.queue AND (concurrency_key IS NULL AND rate_key IS NULL) ORDER BY priority DESC, run_after, job_id
+            SELECT ctid FROM pgqueue_ready_held WHERE queue = s.queue AND (concurrency_key IS NULL AND rate_key IS NULL) ORDER BY queue, priority DESC, run_after, job_id
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), back AS (

@@ -202,7 +202,10 @@ WITH window_room AS MATERIALIZED (
                             GROUP BY queue) p
         CROSS JOIN LATERAL (
             SELECT ctid FROM pgqueue_ready_held WHERE queue = p.queue AND (concurrency_key IS NULL AND rate_key IS NULL)
-            ORDER BY priority DESC, run_after, job_id LIMIT p.n FOR UPDATE SKIP LOCKED) x))
+            -- queue first, as in the index of a queue's held rows: a plan that reads the
+            -- held rows in the claims' order steps over every other queue's.
+            ORDER BY queue, priority DESC, run_after, job_id
+            LIMIT p.n FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), refilled AS (
     INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
@@ -379,7 +382,10 @@ WITH window_room AS MATERIALIZED (
                             GROUP BY queue) p
         CROSS JOIN LATERAL (
             SELECT ctid FROM pgqueue_ready_held WHERE queue = p.queue AND (concurrency_key IS NULL AND rate_key IS NULL)
-            ORDER BY priority DESC, run_after, job_id LIMIT p.n FOR UPDATE SKIP LOCKED) x))
+            -- queue first, as in the index of a queue's held rows: a plan that reads the
+            -- held rows in the claims' order steps over every other queue's.
+            ORDER BY queue, priority DESC, run_after, job_id
+            LIMIT p.n FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), refilled AS (
     INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
