@@ -18,12 +18,29 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
+from django_pgqueue.states import JobStatus, sql_list
+
 TABLE = "pgqueue_job"
 WORKER_TABLE = "pgqueue_worker"
 NOTIFY_CHANNEL = "pgqueue"
 SCHEDULE_TABLE = "pgqueue_schedule"
 #: Sent (by a trigger) when a transaction changed schedules: workers look at them again.
 SCHEDULE_CHANNEL = "pgqueue_schedules"
+
+#: The statuses as SQL literals, for the statements (spelled once, in ``states``).
+PENDING = sql_list([JobStatus.PENDING])
+RUNNING = sql_list([JobStatus.RUNNING])
+COMPLETED = sql_list([JobStatus.COMPLETED])
+DEAD = sql_list([JobStatus.DEAD])
+CANCELLED = sql_list([JobStatus.CANCELLED])
+
+
+def claim_order(row: str = "", job_id: str = "job_id") -> str:
+    """The claims' order over a row (``row``: its alias with the dot, ``job_id``: its id
+    column): a higher priority first, then the earlier ``run_after``, then the older job. The
+    one place it is spelled; the ready table's indexes follow it."""
+    return f"{row}priority DESC, {row}run_after, {row}{job_id}"
+
 
 #: Columns returned by the claim, in model field order (``Job.from_db`` takes them as they are).
 JOB_COLUMNS = (

@@ -13,15 +13,9 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE, job_columns
+from django_pgqueue.sql import CANCELLED, DEAD, PENDING, RUNNING, TABLE, claim_order, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE
 from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
-from django_pgqueue.states import JobStatus
-
-_RUNNING = f"'{JobStatus.RUNNING.value}'"
-_PENDING = f"'{JobStatus.PENDING.value}'"
-_DEAD = f"'{JobStatus.DEAD.value}'"
-_CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
@@ -32,10 +26,10 @@ _FRESH_FILTER = f"""
     AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qs WHERE qs.name = r.queue)
     AND (r.concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM {TABLE} x
-                    WHERE x.status = {_RUNNING} AND x.concurrency_key = r.concurrency_key)
+                    WHERE x.status = {RUNNING} AND x.concurrency_key = r.concurrency_key)
         AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
 """
-_FRESH_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
+_FRESH_ORDER = f"ORDER BY {claim_order('r.')}"
 _FRESH_COLUMNS = (
     "r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
 )
@@ -66,9 +60,9 @@ _FRESH_NAMED_QUEUES = f"""
 # A stale job that has used all its attempts goes dead instead of running again; one that was
 # asked to stop (``cancel()`` while it ran) goes cancelled.
 _LOST_FOR_GOOD = (
-    f"j.status = {_RUNNING} AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL)"
+    f"j.status = {RUNNING} AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL)"
 )
-_FINAL_STATUS = f"CASE WHEN j.cancel_requested_at IS NOT NULL THEN {_CANCELLED} ELSE {_DEAD} END"
+_FINAL_STATUS = f"CASE WHEN j.cancel_requested_at IS NOT NULL THEN {CANCELLED} ELSE {DEAD} END"
 
 
 def _when_lost_for_good(then: str, otherwise: str) -> str:
@@ -87,7 +81,7 @@ WITH fresh AS MATERIALIZED ({{fresh}}
     UNION ALL
     (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM fresh
      WHERE concurrency_key IS NOT NULL
-     ORDER BY concurrency_key, priority DESC, run_after, id)
+     ORDER BY concurrency_key, {claim_order(job_id="id")})
     LIMIT %(limit)s
 ), gone AS (
     SELECT slot, row_id FROM fresh WHERE id IN (SELECT id FROM picked)
@@ -107,7 +101,7 @@ _PICK_STALE = f"""
 WITH picked AS (
     SELECT id FROM (
         SELECT id FROM {TABLE}
-        WHERE status = {_RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
+        WHERE status = {RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
           AND locked_at >= coalesce(%(since)s::timestamptz, '-infinity')
           {{queue_filter}}
         ORDER BY locked_at
@@ -117,7 +111,7 @@ WITH picked AS (
     UNION ALL
     SELECT id FROM (
         SELECT id FROM {TABLE}
-        WHERE status = {_RUNNING} AND locked_at IS NULL {{queue_filter}}
+        WHERE status = {RUNNING} AND locked_at IS NULL {{queue_filter}}
         ORDER BY locked_at  -- all NULL: says "read the stale index", never the table
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -129,7 +123,7 @@ WITH picked AS (
 _CLAIM = f"""
 {{picked}}
 UPDATE {TABLE} j SET
-    status = {_when_lost_for_good(_FINAL_STATUS, _RUNNING)},
+    status = {_when_lost_for_good(_FINAL_STATUS, RUNNING)},
     -- least(): a row whose counter is at the integer limit still claims (and then fails).
     attempts = {_when_lost_for_good("j.attempts", "least(j.attempts, 2147483646) + 1")},
     locked_at = {_when_lost_for_good("NULL", "now()")},
@@ -137,13 +131,13 @@ UPDATE {TABLE} j SET
     started_at = {_when_lost_for_good("j.started_at", "now()")},
     finished_at = {_when_lost_for_good("now()", "NULL")},
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = {_PENDING} THEN 0 ELSE j.concurrency_slot END,
-    last_error = CASE WHEN j.status = {_RUNNING} THEN
+    concurrency_slot = CASE WHEN j.status = {PENDING} THEN 0 ELSE j.concurrency_slot END,
+    last_error = CASE WHEN j.status = {RUNNING} THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts
         || coalesce(' (lock taken at ' || j.locked_at || ')', ' (never locked)')
         ELSE j.last_error END,
-    errors = CASE WHEN j.status = {_RUNNING} THEN j.errors || jsonb_build_array(
+    errors = CASE WHEN j.status = {RUNNING} THEN j.errors || jsonb_build_array(
         jsonb_build_object(
             'attempt', j.attempts, 'worker_id', j.locked_by,
             'exception_class', 'django_pgqueue.exceptions.WorkerLost',
@@ -166,5 +160,5 @@ DATABASE_NOW = "SELECT now()"
 
 #: The jobs a worker holds (claimed, running), e.g. when its process died.
 LOCKED_BY = f"""
-SELECT {job_columns("j")} FROM {TABLE} j WHERE status = {_RUNNING} AND locked_by = %s
+SELECT {job_columns("j")} FROM {TABLE} j WHERE status = {RUNNING} AND locked_by = %s
 """

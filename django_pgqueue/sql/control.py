@@ -8,32 +8,30 @@ an attempt (``sql.outcomes.FINISH``, ``RELEASE``, the reclaim) turn a requested 
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE
-from django_pgqueue.states import JobStatus
+from django_pgqueue.sql import RUNNING, TABLE
 
 #: Runtime-control notifications: ``cancel`` (a running job was asked to stop).
 CONTROL_CHANNEL = "pgqueue_control"
 
-_RUNNING = f"'{JobStatus.RUNNING.value}'"
 
 #: Ask running jobs to stop (those not asked yet); returns their ids.
 REQUEST_CANCEL = f"""
 UPDATE {TABLE} SET cancel_requested_at = now()
-WHERE id = ANY(%s) AND status = {_RUNNING} AND cancel_requested_at IS NULL
+WHERE id = ANY(%s) AND status = {RUNNING} AND cancel_requested_at IS NULL
 RETURNING id
 """
 
 #: Of the jobs a worker runs, those asked to stop.
 CANCEL_REQUESTED = f"""
 SELECT id FROM {TABLE}
-WHERE id = ANY(%s) AND status = {_RUNNING} AND locked_by = %s AND cancel_requested_at IS NOT NULL
+WHERE id = ANY(%s) AND status = {RUNNING} AND locked_by = %s AND cancel_requested_at IS NOT NULL
 """
 
 #: The latest progress of running jobs: one JSON object of ``{"<id>": progress}``.
 SET_PROGRESS = f"""
 UPDATE {TABLE} j SET progress = p.value
 FROM jsonb_each(%s::jsonb) AS p(key, value)
-WHERE j.id = p.key::bigint AND j.status = {_RUNNING} AND j.locked_by = %s
+WHERE j.id = p.key::bigint AND j.status = {RUNNING} AND j.locked_by = %s
 """
 
 NOTIFY_CONTROL = f"SELECT pg_notify('{CONTROL_CHANNEL}', %s)"

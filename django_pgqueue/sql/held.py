@@ -37,6 +37,7 @@ group's ring rows run out before the next are put back (after many of them were 
 
 from __future__ import annotations
 
+from django_pgqueue.sql import claim_order
 from django_pgqueue.sql.limits import QUEUE_HELD_INDEX, WINDOW_TABLE, keyless
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
 from django_pgqueue.sql.ready import (
@@ -49,10 +50,10 @@ from django_pgqueue.sql.ready import (
     insert_moved,
 )
 
-_ORDER = "ORDER BY priority DESC, run_after, job_id"
+_ORDER = f"ORDER BY {claim_order()}"
 #: A queue group's order, queue first as in the index of a queue's held rows: a plan reading
 #: the held rows in the claims' order would step over every other queue's.
-_QUEUE_ORDER = "ORDER BY queue, priority DESC, run_after, job_id"
+_QUEUE_ORDER = f"ORDER BY queue, {claim_order()}"
 
 #: Rows of a group the ring keeps besides twice what it may start at once.
 KEPT_PER_KEY = 8

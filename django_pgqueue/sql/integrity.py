@@ -17,17 +17,14 @@ DISABLE TRIGGER``) or by a bug. :data:`REPAIR_JOBS` and :data:`DROP_ORPHANS` res
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE
+from django_pgqueue.sql import PENDING, TABLE
 from django_pgqueue.sql.ready import COLUMNS, READY_TABLE, agrees
-from django_pgqueue.states import JobStatus
-
-_PENDING = f"'{JobStatus.PENDING.value}'"
 
 #: How many ids each violation names.
 FIRST_IDS = 10
 
 _STRANDED = f"""SELECT j.id FROM {TABLE} j
-    WHERE j.status = {_PENDING}
+    WHERE j.status = {PENDING}
       AND NOT EXISTS (SELECT 1 FROM {READY_TABLE} r WHERE r.job_id = j.id)"""
 
 _DUPLICATED = f"""SELECT r.job_id AS id FROM {READY_TABLE} r
@@ -35,10 +32,10 @@ _DUPLICATED = f"""SELECT r.job_id AS id FROM {READY_TABLE} r
 
 _DISAGREEING = f"""SELECT DISTINCT r.job_id AS id FROM {READY_TABLE} r
     JOIN {TABLE} j ON j.id = r.job_id
-    WHERE j.status = {_PENDING} AND NOT ({agrees("j", "r")})"""
+    WHERE j.status = {PENDING} AND NOT ({agrees("j", "r")})"""
 
 _ORPHANED = f"""SELECT DISTINCT r.job_id AS id FROM {READY_TABLE} r
-    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.id = r.job_id AND j.status = {_PENDING})"""
+    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.id = r.job_id AND j.status = {PENDING})"""
 
 #: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them.
 KINDS = ("stranded", "duplicated", "disagreeing", "orphaned")
@@ -75,7 +72,7 @@ WITH suspects AS (
     LIMIT %(batch)s
 ), jobs AS MATERIALIZED (
     SELECT j.id, {", ".join("j." + c for c in COLUMNS)} FROM {TABLE} j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects)) AND j.status = {_PENDING}
+    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects)) AND j.status = {PENDING}
     ORDER BY j.id
     FOR UPDATE SKIP LOCKED
 ), gone AS (
@@ -93,7 +90,7 @@ SELECT id FROM jobs ORDER BY id
 DROP_ORPHANS = f"""
 WITH orphans AS (
     SELECT r.slot, r.ctid AS row_id, r.job_id FROM {READY_TABLE} r
-    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.id = r.job_id AND j.status = {_PENDING})
+    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.id = r.job_id AND j.status = {PENDING})
     LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 ), locked AS MATERIALIZED (

@@ -30,7 +30,7 @@ Start times are the claim statement's ``statement_timestamp()``, also written as
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE, job_columns
+from django_pgqueue.sql import RUNNING, TABLE, claim_order, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
 from django_pgqueue.sql.ready import (
     HELD_TABLE,
@@ -40,12 +40,9 @@ from django_pgqueue.sql.ready import (
     insert_moved,
     job_of_row,
 )
-from django_pgqueue.states import JobStatus
 
 WINDOW_TABLE = "pgqueue_rate_window"
 
-_RUNNING = f"'{JobStatus.RUNNING.value}'"
-_PENDING = f"'{JobStatus.PENDING.value}'"
 _NOW = "statement_timestamp()"
 
 
@@ -145,7 +142,7 @@ def _free(window: str) -> str:
 
 
 def _running(column: str, value: str) -> str:
-    return f"(SELECT count(*) FROM {TABLE} x WHERE x.status = {_RUNNING} AND x.{column} = {value})"
+    return f"(SELECT count(*) FROM {TABLE} x WHERE x.status = {RUNNING} AND x.{column} = {value})"
 
 
 # Candidates come from the ready ring (``sql.ready``), like the plain claim's, never from the
@@ -168,7 +165,7 @@ _FILTER = f"""
     AND (r.rate_key IS NULL OR NOT %(rate_limits)s
          OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
 """
-_ORDER = "ORDER BY r.priority DESC, r.run_after, r.job_id"
+_ORDER = f"ORDER BY {claim_order('r.')}"
 _COLUMNS = (
     "r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, "
     "r.concurrency_limit, r.rate_key, r.priority, r.run_after"
@@ -190,7 +187,7 @@ _FRESH_NAMED_QUEUES = f"""
     LIMIT %(limit)s
 """
 
-_ORDER_F = "ORDER BY f.priority DESC, f.run_after, f.id"
+_ORDER_F = f"ORDER BY {claim_order('f.', 'id')}"
 
 
 def _record_starts(prefix: str, column: str) -> str:
@@ -256,14 +253,14 @@ WITH window_room AS MATERIALIZED (
 ), keyed AS (
     SELECT e.id, e.concurrency_key, coalesce(e.concurrency_limit, 1) AS places,
         row_number() OVER (PARTITION BY e.concurrency_key
-                           ORDER BY e.priority DESC, e.run_after, e.id) AS n
+                           ORDER BY {claim_order("e.", "id")}) AS n
     FROM eligible e WHERE e.concurrency_key IS NOT NULL
 ), placed AS (
     -- The n-th job of a key takes the n-th free place of that key.
     SELECT k.id, p.place FROM keyed k
     CROSS JOIN LATERAL (
         SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
-        WHERE NOT EXISTS (SELECT 1 FROM {TABLE} x WHERE x.status = {_RUNNING}
+        WHERE NOT EXISTS (SELECT 1 FROM {TABLE} x WHERE x.status = {RUNNING}
                           AND x.concurrency_key = k.concurrency_key
                           AND x.concurrency_slot = g.place)
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
@@ -273,7 +270,7 @@ WITH window_room AS MATERIALIZED (
     FROM eligible e
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
-    ORDER BY e.ord, e.priority DESC, e.run_after, e.id
+    ORDER BY e.ord, {claim_order("e.", "id")}
     LIMIT %(limit)s
 ), key_starts AS (
     {_record_starts("key:", "rate_key")}
@@ -290,14 +287,14 @@ WITH window_room AS MATERIALIZED (
             SELECT ctid FROM {HELD_TABLE} WHERE queue = p.queue AND {keyless()}
             -- queue first, as in the index of a queue's held rows: a plan that reads the
             -- held rows in the claims' order steps over every other queue's.
-            ORDER BY queue, priority DESC, run_after, job_id
+            ORDER BY queue, {claim_order()}
             LIMIT p.n FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), refilled AS (
     {insert_moved(INSERT_SLOT, "refill m")}
 )
 UPDATE {TABLE} j SET
-    status = {_RUNNING},
+    status = {RUNNING},
     attempts = least(j.attempts, 2147483646) + 1,
     locked_at = {_NOW},
     locked_by = %(worker)s,

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE, readable_timestamp
+from django_pgqueue.sql import CANCELLED, PENDING, RUNNING, TABLE, readable_timestamp
 from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.sql.ready import LATER_SLOT, READY_TABLE
-from django_pgqueue.states import JobStatus
 
-_RUNNING = f"'{JobStatus.RUNNING.value}'"
-_PENDING = f"'{JobStatus.PENDING.value}'"
-_CANCELLED = f"'{JobStatus.CANCELLED.value}'"
 # A job asked to stop while it ran ends cancelled, whatever its attempt's outcome.
 _ASKED_TO_STOP = "j.cancel_requested_at IS NOT NULL"
 
@@ -17,7 +13,7 @@ _ASKED_TO_STOP = "j.cancel_requested_at IS NOT NULL"
 # running jobs (``pgqueue_job_stale``). Under a pinned xmin horizon that index keeps an entry
 # for every job finished since, and a plan that scans it to find 100 running rows walks them
 # all: by primary key each row costs the same whatever the horizon.
-_IS_RUNNING = f"j.status || '' = {_RUNNING}"
+_IS_RUNNING = f"j.status || '' = {RUNNING}"
 
 HEARTBEAT = f"""
 UPDATE {TABLE} j SET locked_at = now()
@@ -56,7 +52,7 @@ WITH d AS MATERIALIZED (
     WHERE {commit}
 )
 UPDATE {TABLE} j SET
-    status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE d.status END,
+    status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED} ELSE d.status END,
     run_after = coalesce(d.run_after, j.run_after),
     started_at = coalesce(d.started_at, j.started_at),
     finished_at = CASE WHEN {_ASKED_TO_STOP} THEN coalesce(d.finished_at, now())
@@ -64,7 +60,7 @@ UPDATE {TABLE} j SET
     result = d.result,
     locked_at = NULL,
     -- A retry waits unowned; a finished job keeps the worker that ran its last attempt.
-    locked_by = CASE WHEN d.status = {_PENDING} THEN NULL ELSE j.locked_by END,
+    locked_by = CASE WHEN d.status = {PENDING} THEN NULL ELSE j.locked_by END,
     last_error = coalesce(d.error, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
              ELSE j.errors || jsonb_build_array(d.error_entry) END
@@ -99,7 +95,7 @@ MAKE_DURABLE = "SELECT pg_logical_emit_message(true, 'django_pgqueue', '')"
 def _release(which: str) -> str:
     return f"""
 UPDATE {TABLE} j SET
-    status = CASE WHEN {_ASKED_TO_STOP} THEN {_CANCELLED} ELSE {_PENDING} END,
+    status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED} ELSE {PENDING} END,
     finished_at = CASE WHEN {_ASKED_TO_STOP} THEN now() END,
     attempts = greatest(j.attempts - 1, 0), locked_at = NULL, locked_by = NULL,
     started_at = NULL
@@ -114,7 +110,7 @@ RELEASE = _release(f"j.id = ANY(%s) AND {_IS_RUNNING}")
 #: the jobs of a claim that committed while its answer was lost (the worker never knew of
 #: them). Through the partial index on running jobs, whatever the size of the history: a
 #: statement made once per reconnection, not per claim.
-RELEASE_UNKNOWN = _release(f"NOT (j.id = ANY(%s)) AND j.status = {_RUNNING}")
+RELEASE_UNKNOWN = _release(f"NOT (j.id = ANY(%s)) AND j.status = {RUNNING}")
 
 
 # What an idle worker waits for, from the ready ring (``sql.ready``): whether a ring slot holds

@@ -32,8 +32,7 @@ deleted without running anything.
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE
-from django_pgqueue.states import JobStatus
+from django_pgqueue.sql import PENDING, TABLE
 
 READY_TABLE = "pgqueue_ready"
 LATER_TABLE = "pgqueue_ready_later"
@@ -49,7 +48,6 @@ HELD_SLOT = -3
 #: number ``pgqueue_ready_recycle`` spells.
 STRAGGLERS = 256
 
-_PENDING = f"'{JobStatus.PENDING.value}'"
 
 #: The job columns a ready row copies: those of ``0006_ready_ring``, and the limits' (``0007``).
 COLUMNS = ("queue", "priority", "run_after", "concurrency_key", "rate_key", "concurrency_limit")
@@ -90,7 +88,7 @@ def job_of_row(row: str) -> str:
     """
     return f"""(
         SELECT j.id FROM {TABLE} j
-        WHERE j.id = {row}.job_id AND j.status = {_PENDING}
+        WHERE j.id = {row}.job_id AND j.status = {PENDING}
           AND j.run_after <= clock_timestamp() AND {agrees("j", row)}
         FOR UPDATE SKIP LOCKED) j"""
 

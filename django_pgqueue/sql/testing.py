@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import TABLE
-from django_pgqueue.states import JobStatus
-
-_PENDING = f"'{JobStatus.PENDING.value}'"
+from django_pgqueue.sql import PENDING, TABLE
 
 # Pending jobs the test wants run now get run_after = now(), so the real claim takes them:
 # retries waiting for their backoff, jobs due by the wall clock (inside a test's transaction
 # now() stands still at its start) and, when asked, jobs scheduled later.
 _MAKE_DUE = f"""
 UPDATE {TABLE} SET run_after = now()
-WHERE status = {_PENDING} AND run_after > now() {{queue_filter}}
+WHERE status = {PENDING} AND run_after > now() {{queue_filter}}
   AND (%(scheduled)s OR attempts > 0 OR run_after <= %(wall_clock)s)
 """
 
