@@ -186,3 +186,13 @@ def test_a_limited_queues_backlog_under_load_runs_every_job_once_within_its_limi
     assert not Job.objects.exclude(status="completed").exists()
     assert rows_by_queue() == {}
     wait_until(lambda: rows_ever_held() > held_before)  # the backlog was held on the way
+
+
+def test_a_large_rate_windows_backlog_is_held_too():
+    """The ring keeps 1,000 starts' worth of a window's rows at most: a 100000/d queue once
+    kept 200,008, and every claim stepped over them once its window was full."""
+    limit_queue("big", rate_limit="100000/d")
+    jobs.noop.using(queue="big").enqueue_many([()] * 5000)
+    operations.sweep_held(db())
+    kept = held_sql.KEPT_PER_KEY + 2 * held_sql.WINDOW_KEPT_MAX
+    assert rows_by_queue() == {("big", "ring"): kept, ("big", "held"): 5000 - kept}

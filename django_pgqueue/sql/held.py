@@ -130,7 +130,7 @@ def _front_of_held(short: str, where: str, order: str = _ORDER) -> str:
 #: window's starts, the larger.
 _LIMITED_QUEUES = f"""limited_queues AS MATERIALIZED (
     SELECT q.name, q.paused, ({KEPT_PER_KEY} + 2 * greatest(
-        coalesce(q.concurrency_limit, 1), coalesce(least(w.starts, {WINDOW_KEPT_MAX}), 1)))
+        coalesce(q.concurrency_limit, 1), least(coalesce(w.starts, 1), {WINDOW_KEPT_MAX})))
         AS kept
     FROM {QUEUE_TABLE} q LEFT JOIN {WINDOW_TABLE} w ON w.id = 'queue:' || q.name
     WHERE q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL

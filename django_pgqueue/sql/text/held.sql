@@ -5,7 +5,7 @@
 -- name: SWEEP
 WITH RECURSIVE limited_queues AS MATERIALIZED (
     SELECT q.name, q.paused, (8 + 2 * greatest(
-        coalesce(q.concurrency_limit, 1), coalesce(least(w.starts, 1000), 1)))
+        coalesce(q.concurrency_limit, 1), least(coalesce(w.starts, 1), 1000)))
         AS kept
     FROM pgqueue_queue q LEFT JOIN pgqueue_rate_window w ON w.id = 'queue:' || q.name
     WHERE q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL
