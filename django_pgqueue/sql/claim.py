@@ -19,11 +19,13 @@ from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
-# jobs, and every job of a queue with settings (paused or limited), are the limited claim's
-# (``sql.limits``): whoever runs this statement, it never starts a job a setting holds back.
+# jobs are the limited claim's (``sql.limits``), and so is everything while some queue has
+# settings (paused or limited): whoever runs this statement, it never starts a job a setting
+# holds back (a worker that has not heard of a new setting yet waits for it instead). One
+# probe of ``pgqueue_queue`` per claim (an InitPlan): per row, it cost 0.45 ms a claim.
 _FRESH_FILTER = f"""
     r.slot >= 0 AND r.rate_key IS NULL
-    AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qs WHERE qs.name = r.queue)
+    AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE})
     AND (r.concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM {TABLE} x
                     WHERE x.status = {RUNNING} AND x.concurrency_key = r.concurrency_key)

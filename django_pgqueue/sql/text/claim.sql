@@ -11,7 +11,7 @@ WITH fresh AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED) j
     WHERE
     r.slot >= 0 AND r.rate_key IS NULL
-    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qs WHERE qs.name = r.queue)
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
     AND (r.concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM pgqueue_job x
                     WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key)
@@ -90,7 +90,7 @@ WITH fresh AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED) j
         WHERE r.queue = q.name AND
     r.slot >= 0 AND r.rate_key IS NULL
-    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qs WHERE qs.name = r.queue)
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
     AND (r.concurrency_key IS NULL OR (
         NOT EXISTS (SELECT 1 FROM pgqueue_job x
                     WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key)
