@@ -35,7 +35,7 @@ _FRESH_ORDER = f"ORDER BY {claim_order('r.')}"
 _FRESH_COLUMNS = (
     "r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
 )
-_FRESH_FROM = f"{READY_TABLE} r CROSS JOIN LATERAL {job_of_row('r')}"
+_FRESH_FROM = f"{READY_TABLE} r {job_of_row('r')}"
 _FRESH_LOCK = "FOR UPDATE OF r SKIP LOCKED"
 
 _FRESH_ALL_QUEUES = f"""

@@ -172,7 +172,7 @@ _COLUMNS = (
 )
 
 # ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
-_FROM = f"{READY_TABLE} r CROSS JOIN LATERAL {job_of_row('r')}"
+_FROM = f"{READY_TABLE} r {job_of_row('r')}"
 _FRESH_ALL_QUEUES = f"""
     SELECT {_COLUMNS}, 0 AS ord FROM {_FROM} WHERE {_FILTER} {_ORDER}
     LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED

@@ -76,21 +76,27 @@ def agrees(job: str, row: str) -> str:
 
 
 def job_of_row(row: str) -> str:
-    """A ``LATERAL`` subquery: the job of the ready row ``row`` (an alias), locked ``SKIP
-    LOCKED``, if it is pending, due and agrees with the row. Locked first: a claim that gets
-    the job row goes on to lock the ready row, and one that does not never tries.
+    """A ``JOIN LATERAL`` of the job of the ready row ``row`` (an alias), locked ``SKIP
+    LOCKED``, kept if it is pending, due and agrees with the row. Locked first: a claim that
+    gets the job row goes on to lock the ready row, and one that does not never tries.
 
-    By ``j.id = {row}.job_id`` inside a subquery with a locking clause, which the planner keeps
-    apart and probes per row: never a join on the primary key, whose planning reads the
-    index's actual end (``get_actual_variable_range``), stepping over every dead entry a
-    pinned xmin horizon leaves there. ``clock_timestamp()``, not ``now()``: a job committed
-    after this transaction began (its ``run_after`` is its own transaction's start) is due.
+    The subquery looks the job up by ``j.id = {row}.job_id`` alone, behind ``OFFSET 0`` (no
+    condition is pushed into it), so the primary key is the only index it can use: with
+    ``status = 'pending'`` in it, the planner could read the partial index of pending jobs
+    whole for each candidate, every dead entry a pinned xmin horizon left there (claims of
+    300 ms, the idle-in-transaction scenario collapsing). The conditions apply to the version
+    the lock returns (the newest). Never a join on the primary key either, whose planning
+    reads the index's actual end (``get_actual_variable_range``). ``clock_timestamp()``, not
+    ``now()``: a job committed after this transaction began (its ``run_after`` is its own
+    transaction's start) is due.
     """
-    return f"""(
-        SELECT j.id FROM {TABLE} j
-        WHERE j.id = {row}.job_id AND j.status = {PENDING}
-          AND j.run_after <= clock_timestamp() AND {agrees("j", row)}
-        FOR UPDATE SKIP LOCKED) j"""
+    copied = ", ".join(f"j.{c}" for c in COLUMNS)
+    return f"""JOIN LATERAL (
+        SELECT j.id, j.status, {copied} FROM {TABLE} j
+        WHERE j.id = {row}.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = {PENDING} AND j.run_after <= clock_timestamp() AND {agrees("j", row)}"""
 
 
 #: Where a moved row ``m`` goes by its job id and ``run_after``: a ring slot, or the later

@@ -4,11 +4,12 @@
 
 -- name: CLAIM_ALL_QUEUES
 WITH fresh AS MATERIALIZED (
-    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r CROSS JOIN LATERAL (
-        SELECT j.id FROM pgqueue_job j
-        WHERE j.id = r.job_id AND j.status = 'pending'
-          AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
         FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
     WHERE
     r.slot >= 0 AND r.rate_key IS NULL
     AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
@@ -83,11 +84,12 @@ RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WH
 WITH fresh AS MATERIALIZED (
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r CROSS JOIN LATERAL (
-        SELECT j.id FROM pgqueue_job j
-        WHERE j.id = r.job_id AND j.status = 'pending'
-          AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
         FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
         WHERE r.queue = q.name AND
     r.slot >= 0 AND r.rate_key IS NULL
     AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)

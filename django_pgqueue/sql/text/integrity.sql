@@ -23,7 +23,7 @@ UNION ALL
 SELECT 'orphaned' AS kind, count(*) AS n,
         (array_agg(v.id ORDER BY v.id))[1:10] AS first
     FROM (SELECT DISTINCT r.job_id AS id FROM pgqueue_ready r
-    WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job j WHERE j.id = r.job_id AND j.status = 'pending')) v
+    WHERE (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending') v
 
 -- name: STORAGE_READY
 SELECT to_regclass('pgqueue_ready_job') IS NOT NULL
@@ -55,7 +55,7 @@ SELECT id FROM jobs ORDER BY id
 -- name: DROP_ORPHANS
 WITH orphans AS (
     SELECT r.slot, r.ctid AS row_id, r.job_id FROM pgqueue_ready r
-    WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job j WHERE j.id = r.job_id AND j.status = 'pending')
+    WHERE (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending'
     LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 ), locked AS MATERIALIZED (

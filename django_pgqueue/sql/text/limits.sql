@@ -57,11 +57,12 @@ WITH window_room AS MATERIALIZED (
 ), full_windows AS MATERIALIZED (
     SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
 ), candidates AS MATERIALIZED (
-    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM pgqueue_ready r CROSS JOIN LATERAL (
-        SELECT j.id FROM pgqueue_job j
-        WHERE j.id = r.job_id AND j.status = 'pending'
-          AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
-        FOR UPDATE SKIP LOCKED) j WHERE
+    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM pgqueue_ready r JOIN LATERAL (
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit) WHERE
     r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
                 WHERE qc.name = r.queue AND qc.paused)
     AND (r.concurrency_key IS NULL OR (
@@ -235,11 +236,12 @@ WITH window_room AS MATERIALIZED (
 ), candidates AS MATERIALIZED (
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM pgqueue_ready r CROSS JOIN LATERAL (
-        SELECT j.id FROM pgqueue_job j
-        WHERE j.id = r.job_id AND j.status = 'pending'
-          AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
-        FOR UPDATE SKIP LOCKED) j WHERE r.queue = q.name AND
+        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit) WHERE r.queue = q.name AND
     r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
                 WHERE qc.name = r.queue AND qc.paused)
     AND (r.concurrency_key IS NULL OR (
