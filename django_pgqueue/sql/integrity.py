@@ -37,8 +37,8 @@ _DISAGREEING = f"""SELECT DISTINCT r.job_id AS id FROM {READY_TABLE} r
 
 def _status_of(row: str) -> str:
     """The status of the job of the ready row ``row`` (NULL: gone), by its id alone behind
-    ``OFFSET 0``: the primary key is the only index the lookup can use (with ``status =
-    'pending'`` in it, the planner could read the partial index of pending jobs whole for each
+    ``OFFSET 0``: the primary key is the only index the lookup can use (with the status
+    condition in it, the planner could read the partial index of pending jobs whole for each
     row, every dead entry of a pinned xmin horizon: 4 s a statement under pressure)."""
     return f"(SELECT j.status FROM {TABLE} j WHERE j.id = {row}.job_id OFFSET 0)"
 

@@ -81,8 +81,8 @@ def job_of_row(row: str) -> str:
     gets the job row goes on to lock the ready row, and one that does not never tries.
 
     The subquery looks the job up by ``j.id = {row}.job_id`` alone, behind ``OFFSET 0`` (no
-    condition is pushed into it), so the primary key is the only index it can use: with
-    ``status = 'pending'`` in it, the planner could read the partial index of pending jobs
+    condition is pushed into it), so the primary key is the only index it can use: with the
+    status condition in it, the planner could read the partial index of pending jobs
     whole for each candidate, every dead entry a pinned xmin horizon left there (claims of
     300 ms, the idle-in-transaction scenario collapsing). The conditions apply to the version
     the lock returns (the newest). Never a join on the primary key either, whose planning
