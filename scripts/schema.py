@@ -92,10 +92,13 @@ def dump(db: pgdb.Database) -> str:
     return normalise(done.stdout)
 
 
-def migrate(db: pgdb.Database, *target: str) -> str:
+def migrate(db: pgdb.Database, *target: str, old_path: bool = False) -> str:
     """``manage.py migrate django_pgqueue [target]`` on ``db`` (the test settings, in a new
-    process); its output, which names each migration applied."""
+    process); its output, which names each migration applied. ``old_path``: with the
+    migrations but the squash (``tests/migrations_without_squash``), so 0001-0011 run one by
+    one on any Django."""
     env = {**os.environ, **db.libpq_env(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    env["PGQUEUE_MIGRATIONS_WITHOUT_SQUASH"] = "1" if old_path else "0"
     env.pop("DATABASE_URL", None)  # tests.settings reads PG* without it
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run(

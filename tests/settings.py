@@ -75,6 +75,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PGQUEUE_BACKOFF_BASE = 0.0
 PGQUEUE_BACKOFF_JITTER = 0.0
 
+# The old migration path, without the squash (scripts/schema.py, tests/test_migrations_frozen.py).
+if os.environ.get("PGQUEUE_MIGRATIONS_WITHOUT_SQUASH") == "1":
+    MIGRATION_MODULES = {"django_pgqueue": "tests.migrations_without_squash"}
+
 # Worker subprocesses started by tests get their timing settings from the environment.
 for _name, _cast in {
     "VISIBILITY_TIMEOUT": float,

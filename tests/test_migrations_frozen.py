@@ -96,11 +96,13 @@ def server() -> pgdb.Database:
     )
 
 
-def migrated(server: pgdb.Database, name: str, *steps: tuple[str, ...]) -> tuple[str, str]:
-    """A new database ``name`` migrated by each of ``steps`` (``migrate`` arguments) in turn:
-    the migrations' output and the normalised schema."""
+def migrated(
+    server: pgdb.Database, name: str, *steps: tuple[str, ...], old_path: bool = False
+) -> tuple[str, str]:
+    """A new database ``name`` migrated by each of ``steps`` (``migrate`` arguments) in turn
+    (``old_path``: without the squash): the migrations' output and the normalised schema."""
     with schema.new_database(server, name) as db:
-        output = "".join(schema.migrate(db, *step) for step in steps)
+        output = "".join(schema.migrate(db, *step, old_path=old_path) for step in steps)
         return output, schema.dump(db)
 
 
@@ -111,7 +113,9 @@ def paths(server: pgdb.Database) -> Iterator[dict[str, tuple[str, str]]]:
     by side."""
     base = connection.settings_dict["TEST"].get("NAME") or f"test_{server.name}"
     with ThreadPoolExecutor(3) as pool:
-        old = pool.submit(migrated, server, f"{base}_old_path", (schema.OLD_PATH_END,), ())
+        old = pool.submit(
+            migrated, server, f"{base}_old_path", (schema.OLD_PATH_END,), (), old_path=True
+        )
         new = pool.submit(migrated, server, f"{base}_squash", ())
         zero = pool.submit(migrated, server, f"{base}_zero", (), ("zero",))
         yield {"old": old.result(), "new": new.result(), "zero": zero.result()}
