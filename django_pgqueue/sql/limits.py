@@ -77,23 +77,18 @@ WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
 
 DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
 
-#: Whether a claim must count limits and pauses: some queue has settings, or limited jobs
-#: wait (the plain claim leaves both alone). What :data:`LIMITS_IN_USE` and ``queues.CONTROLS``
-#: tell the worker, in one statement for a caller that keeps no state.
-LIMITED_CLAIM_NEEDED = f"""
-SELECT EXISTS (SELECT 1 FROM {QUEUE_TABLE})
-    OR EXISTS (SELECT 1 FROM {READY_TABLE}
-               WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
-"""
-
 #: Whether limited jobs wait (the ready ring's small partial index, dead entries bounded like
 #: the ring's). A rate window outlives its last job: it does not count here, or one
 #: rate-limited job would keep every worker on the limited claim for good. (A queue's own rate
 #: window comes with its queue row, which counts as settings.)
-LIMITS_IN_USE = f"""
-SELECT EXISTS (SELECT 1 FROM {READY_TABLE}
-               WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
-"""
+_LIMITED_WAITING = f"""EXISTS (SELECT 1 FROM {READY_TABLE}
+               WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)"""
+LIMITS_IN_USE = f"SELECT {_LIMITED_WAITING}"
+
+#: Whether a claim must count limits and pauses: some queue has settings, or limited jobs
+#: wait (the plain claim leaves both alone). What :data:`LIMITS_IN_USE` and ``queues.CONTROLS``
+#: tell the worker, in one statement for a caller that keeps no state.
+LIMITED_CLAIM_NEEDED = f"SELECT EXISTS (SELECT 1 FROM {QUEUE_TABLE}) OR {_LIMITED_WAITING}"
 
 
 def _lock_limits(queue_filter: str) -> str:
