@@ -111,8 +111,18 @@ STORAGE_CHECKS = {
         "django_pgqueue.E104",
         "ready rows belong to jobs that are gone or not pending (S3)",
     ),
+    "misshapen_windows": (
+        "django_pgqueue.E105",
+        "rate windows hold more entries than their bound, or counts that do not match them (S7)",
+    ),
 }
 
+
+#: What to do about a rate window the queue did not write (nothing derives it again).
+WINDOW_HINT = (
+    "Delete the window's row from pgqueue_rate_window: the next enqueue of its jobs (or "
+    "limit_queue) defines it again, without the starts it counted (see docs/storage.md)."
+)
 
 #: Commands whose database checks leave the storage's out: they must not wait for a read of
 #: the side tables (a worker's start, a migration, however many jobs wait), and an error would
@@ -155,12 +165,14 @@ def check_storage(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     for violation in found:
         check_id, what = STORAGE_CHECKS[violation.kind]
-        ids = ", ".join(f"#{i}" for i in violation.first_ids)
+        ids = ", ".join(f"#{i}" if isinstance(i, int) else i for i in violation.first_ids)
         more = violation.count - len(violation.first_ids)
         errors.append(
             Error(
                 f"{violation.count} {what}: {ids}{f' and {more} more' if more > 0 else ''}.",
-                hint="Workers repair this within PGQUEUE_REPAIR_INTERVAL; "
+                hint=WINDOW_HINT
+                if violation.kind == "misshapen_windows"
+                else "Workers repair this within PGQUEUE_REPAIR_INTERVAL; "
                 "`manage.py pgqueue_repair` does it now (see docs/storage.md).",
                 id=check_id,
             )

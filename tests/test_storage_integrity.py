@@ -227,6 +227,15 @@ def test_the_check_names_every_kind_of_violation_and_the_repair_fixes_them():
     ]
 
 
+def test_the_check_names_a_rate_window_past_its_bound():
+    limit_queue("capped", rate_limit="10/s")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE pgqueue_rate_window SET counts = '{1, 2}' WHERE id = 'queue:capped'")
+    assert violations() == {"misshapen_windows": ("queue:capped",)}
+    text = check_output()
+    assert "django_pgqueue.E105" in text and "queue:capped" in text
+
+
 def test_the_check_says_nothing_on_a_database_not_migrated_that_far():
     with migrated_back_to("0011_ready_held_queues"):
         text = check_output()

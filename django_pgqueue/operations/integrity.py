@@ -20,11 +20,11 @@ REPAIR_BATCH = 1000
 
 @dataclass(frozen=True)
 class Violation:
-    """Jobs that break one invariant: how many, and the first few ids."""
+    """Jobs (or rate windows) that break one invariant: how many, and the first few ids."""
 
     kind: str
     count: int
-    first_ids: tuple[int, ...]
+    first_ids: tuple[int | str, ...]
 
 
 def storage_ready(db: Database) -> bool:
@@ -40,7 +40,11 @@ def violations(db: Database) -> list[Violation]:
         cursor.execute(sql.VIOLATIONS)
         rows = cursor.fetchall()
     return [
-        Violation(str(kind), int(count), tuple(int(i) for i in first or ()))
+        Violation(
+            str(kind),
+            int(count),
+            tuple(str(i) if kind == "misshapen_windows" else int(i) for i in first or ()),
+        )
         for kind, count, first in rows
         if count
     ]

@@ -7,6 +7,8 @@
 * S2 ``disagreeing``: a ready row whose copy of its pending job (queue, priority,
   ``run_after``, keys, limit) is not what the job says.
 * S3 ``orphaned``: a ready row whose job is gone or not pending.
+* S7 ``misshapen_windows``: a rate window larger than its bound, or whose counts do not match
+  its entries (reported; the repair leaves windows alone).
 
 :data:`VIOLATIONS` reads them in one statement (one snapshot: right while workers drain), each
 as a count and the first ids. The triggers keep every one of them in the job's own
@@ -18,6 +20,7 @@ DISABLE TRIGGER``) or by a bug. :data:`REPAIR_JOBS` and :data:`DROP_ORPHANS` res
 from __future__ import annotations
 
 from django_pgqueue.sql import PENDING, TABLE
+from django_pgqueue.sql.limits import BUCKETS, WINDOW_TABLE
 from django_pgqueue.sql.ready import COLUMNS, READY_TABLE, agrees
 
 #: How many ids each violation names.
@@ -46,20 +49,32 @@ def _status_of(row: str) -> str:
 _ORPHANED = f"""SELECT DISTINCT r.job_id AS id FROM {READY_TABLE} r
     WHERE {_status_of("r")} IS DISTINCT FROM {PENDING}"""
 
-#: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them.
-KINDS = ("stranded", "duplicated", "disagreeing", "orphaned")
+# S7's part the storage can show: a window stays about a hundred entries whatever its rate
+# (its starts' times up to ``limits.EXACT_STARTS`` a period, else one entry per bucket), and
+# ``counts`` is empty or has one count per entry of ``recent``.
+_MISSHAPEN_WINDOWS = f"""SELECT w.id FROM {WINDOW_TABLE} w
+    WHERE cardinality(w.recent) > greatest(w.starts, {BUCKETS + 2})
+       OR cardinality(w.counts) NOT IN (0, cardinality(w.recent))"""
+
+#: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them (all but
+#: the last name jobs; ``misshapen_windows`` names rate windows).
+KINDS = ("stranded", "duplicated", "disagreeing", "orphaned", "misshapen_windows")
 
 
 def _summary(kind: str, ids: str) -> str:
     return f"""SELECT '{kind}' AS kind, count(*) AS n,
-        (array_agg(v.id ORDER BY v.id))[1:{FIRST_IDS}] AS first
+        (array_agg(v.id::text ORDER BY v.id))[1:{FIRST_IDS}] AS first
     FROM ({ids}) v"""
 
 
-#: ``(kind, count, first ids)`` for each kind, every kind once (count 0: none).
+#: ``(kind, count, first ids as text)`` for each kind, every kind once (count 0: none).
 VIOLATIONS = "\nUNION ALL\n".join(
     _summary(kind, ids)
-    for kind, ids in zip(KINDS, (_STRANDED, _DUPLICATED, _DISAGREEING, _ORPHANED), strict=True)
+    for kind, ids in zip(
+        KINDS,
+        (_STRANDED, _DUPLICATED, _DISAGREEING, _ORPHANED, _MISSHAPEN_WINDOWS),
+        strict=True,
+    )
 )
 
 #: Whether the storage this module checks exists (an unmigrated or half-migrated database:

@@ -36,7 +36,7 @@ class Command(BaseCommand):
         found = operations.violations(db)
         for violation in found:
             check_id, what = STORAGE_CHECKS[violation.kind]
-            ids = ", ".join(f"#{i}" for i in violation.first_ids)
+            ids = ", ".join(f"#{i}" if isinstance(i, int) else i for i in violation.first_ids)
             self.stdout.write(f"{check_id}: {violation.count} {what}: {ids}")
         if options["dry_run"]:
             self.stdout.write(

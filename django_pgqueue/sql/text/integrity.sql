@@ -4,26 +4,32 @@
 
 -- name: VIOLATIONS
 SELECT 'stranded' AS kind, count(*) AS n,
-        (array_agg(v.id ORDER BY v.id))[1:10] AS first
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT j.id FROM pgqueue_job j
     WHERE j.status = 'pending'
       AND NOT EXISTS (SELECT 1 FROM pgqueue_ready r WHERE r.job_id = j.id)) v
 UNION ALL
 SELECT 'duplicated' AS kind, count(*) AS n,
-        (array_agg(v.id ORDER BY v.id))[1:10] AS first
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT r.job_id AS id FROM pgqueue_ready r
     GROUP BY r.job_id HAVING count(*) > 1) v
 UNION ALL
 SELECT 'disagreeing' AS kind, count(*) AS n,
-        (array_agg(v.id ORDER BY v.id))[1:10] AS first
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT DISTINCT r.job_id AS id FROM pgqueue_ready r
     JOIN pgqueue_job j ON j.id = r.job_id
     WHERE j.status = 'pending' AND NOT ((j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit))) v
 UNION ALL
 SELECT 'orphaned' AS kind, count(*) AS n,
-        (array_agg(v.id ORDER BY v.id))[1:10] AS first
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT DISTINCT r.job_id AS id FROM pgqueue_ready r
     WHERE (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending') v
+UNION ALL
+SELECT 'misshapen_windows' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT w.id FROM pgqueue_rate_window w
+    WHERE cardinality(w.recent) > greatest(w.starts, 102)
+       OR cardinality(w.counts) NOT IN (0, cardinality(w.recent))) v
 
 -- name: STORAGE_READY
 SELECT to_regclass('pgqueue_ready_job') IS NOT NULL
