@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from django_pgqueue import rules
 from django_pgqueue.conf import DEFAULTS, PREFIX, settings
+
+if TYPE_CHECKING:
+    from django_pgqueue.operations import Violation
 
 
 @register("django_pgqueue")
@@ -144,11 +147,20 @@ def _running_command() -> str | None:
     return None
 
 
+def describe(violation: Violation) -> tuple[str, str]:
+    """A violation's check id, and what it says: how many, what is wrong, the first ids."""
+    check_id, what = STORAGE_CHECKS[violation.kind]
+    ids = ", ".join(f"#{i}" if isinstance(i, int) else i for i in violation.first_ids)
+    more = violation.count - len(violation.first_ids)
+    return check_id, f"{violation.count} {what}: {ids}{f' and {more} more' if more > 0 else ''}"
+
+
 @register("django_pgqueue", Tags.database)
 def check_storage(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """The storage's invariants (docs/storage.md), read in one snapshot: each violated one is
-    an error naming the first jobs. Runs with ``check --database <alias>``, ``migrate`` and
-    ``run_jobs``; says nothing on a database not migrated (up to ``0012``) yet."""
+    an error naming the first jobs. Runs with ``check --database <alias>``, not in ``migrate``
+    or ``run_jobs`` (:data:`SKIP_STORAGE_CHECK`); says nothing on a database not migrated (up
+    to ``0012``) yet."""
     from django_pgqueue import operations
 
     alias = settings.DATABASE
@@ -164,12 +176,10 @@ def check_storage(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
         return []  # unreachable, no database access here, half-migrated: others say so
     errors: list[CheckMessage] = []
     for violation in found:
-        check_id, what = STORAGE_CHECKS[violation.kind]
-        ids = ", ".join(f"#{i}" if isinstance(i, int) else i for i in violation.first_ids)
-        more = violation.count - len(violation.first_ids)
+        check_id, message = describe(violation)
         errors.append(
             Error(
-                f"{violation.count} {what}: {ids}{f' and {more} more' if more > 0 else ''}.",
+                f"{message}.",
                 hint=WINDOW_HINT
                 if violation.kind == "misshapen_windows"
                 else "Workers repair this within PGQUEUE_REPAIR_INTERVAL; "

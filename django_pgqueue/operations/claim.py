@@ -42,9 +42,10 @@ def claim(
     For a caller that keeps no state (``Job.objects.claim``, ``testing.run_jobs``): the
     database says whether the limited claim is needed, at every call.
     """
-    return claim_counted(db, worker_id, queues, limit, visibility_timeout, rate_limits=rate_limits)[
-        0
-    ]
+    jobs, _ = claim_counted(
+        db, worker_id, queues, limit, visibility_timeout, rate_limits=rate_limits
+    )
+    return jobs
 
 
 def limited_claim_needed(db: Database) -> bool:
@@ -87,9 +88,9 @@ def claim_counted(
     ``controlled``: whether the limited claim (``sql.limits``) is needed, as the worker last
     read it from the database (``None``: read it now, :func:`limited_claim_needed`). The
     limited claim leaves out paused queues and keeps every concurrency and rate limit; the
-    plain one takes only jobs no setting or limit applies to, so a stale ``False`` delays
-    limited jobs, never starts one a limit holds back. ``rate_limits=False`` (tests) starts
-    rate-limited jobs whatever their windows say.
+    plain one takes no rate-limited job and nothing while any queue has settings, so a stale
+    ``False`` delays jobs, never starts one a setting or limit holds back.
+    ``rate_limits=False`` (tests) starts rate-limited jobs whatever their windows say.
     """
     if controlled is None:
         controlled = limited_claim_needed(db)

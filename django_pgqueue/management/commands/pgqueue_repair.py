@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgqueue import operations
-from django_pgqueue.checks import STORAGE_CHECKS
+from django_pgqueue.checks import describe
 from django_pgqueue.conf import settings
 
 
@@ -35,9 +35,7 @@ class Command(BaseCommand):
             raise CommandError("The job table is not migrated yet: run `manage.py migrate`.")
         found = operations.violations(db)
         for violation in found:
-            check_id, what = STORAGE_CHECKS[violation.kind]
-            ids = ", ".join(f"#{i}" if isinstance(i, int) else i for i in violation.first_ids)
-            self.stdout.write(f"{check_id}: {violation.count} {what}: {ids}")
+            self.stdout.write("{}: {}".format(*describe(violation)))
         if options["dry_run"]:
             self.stdout.write(
                 "Nothing to repair."
