@@ -105,13 +105,14 @@ class JobManager(_BaseJobManager["Job"]):
         """
         from django_pgqueue import operations
 
-        return operations.claim(
-            operations.DjangoDatabase(self.db),
-            worker_id,
-            queues,
-            limit,
-            settings.VISIBILITY_TIMEOUT,
+        request = operations.ClaimRequest(
+            worker_id=worker_id,
+            limit=limit,
+            queues=queues,
+            visibility_timeout=settings.VISIBILITY_TIMEOUT,
         )
+        jobs, _ = operations.claim(operations.DjangoDatabase(self.db), request)
+        return jobs
 
     def retry_dead(self, queue: str | None = None) -> list[int]:
         """Retry every dead job (of ``queue``, if given)."""

@@ -21,6 +21,7 @@ from tests.testapp import jobs
 from tests.utils import (
     assert_worker_runs_backlog_in_order,
     busiest_window,
+    claim_rows,
     enqueue_backlog,
     finish_completed,
     migrated_back_to,
@@ -54,12 +55,9 @@ def db() -> operations.DjangoDatabase:
     return operations.DjangoDatabase("default")
 
 
-def claim(limit: int = 256, *, controlled: bool = False) -> list[Job]:
-    """The plain claim (``controlled``: the limited one), without the upkeep (which also holds
-    and puts back rows)."""
-    return operations.claim_counted(
-        db(), "w", None, limit, 60.0, reclaim=False, controlled=controlled
-    )[0]
+def claim(limit: int = 256) -> list[Job]:
+    """The claim, without the upkeep (which also holds and puts back rows)."""
+    return claim_rows(db(), limit, reclaim=False)[0]
 
 
 def keyed(key: str = "k", priority: int = 0):
@@ -137,9 +135,9 @@ def test_a_full_rate_windows_backlog_waits_held_and_each_start_comes_back():
     charges = jobs.charge.enqueue_many([(i,) for i in range(100)])
     operations.sweep_held(db())
     assert rows_by_key() == {(None, "ring"): KEPT_RATE, (None, "held"): 100 - KEPT_RATE}
-    started = claim(controlled=True)
+    started = claim()
     assert [j.pk for j in started] == charges[:10]  # the window's 10 starts
-    assert claim(controlled=True) == []  # the window is full: nothing more to take
+    assert claim() == []  # the window is full: nothing more to take
     assert operations.sweep_held(db()) == 10  # still running: topped up by the upkeep
     assert rows_by_key() == {(None, "ring"): KEPT_RATE, (None, "held"): 90 - KEPT_RATE}
     finish_completed(started)  # and each finish puts one back

@@ -19,6 +19,7 @@ from django_pgqueue.sql import limits as limits_sql
 from tests.testapp import jobs
 from tests.utils import (
     assert_worker_runs_backlog_in_order,
+    claim_rows,
     enqueue_backlog,
     finish_completed,
     migrated_back_to,
@@ -52,7 +53,7 @@ def db() -> operations.DjangoDatabase:
 def claim(limit: int = 256) -> list[Job]:
     """The limited claim, as workers make it while a queue has settings, without the upkeep
     (which also holds and puts back rows)."""
-    return operations.claim_counted(db(), "w", None, limit, 60.0, reclaim=False, controlled=True)[0]
+    return claim_rows(db(), limit, reclaim=False)[0]
 
 
 LIM = jobs.noop.using(queue="lim")

@@ -20,6 +20,7 @@ from django_pgqueue.sql import parked as parked_sql
 from django_pgqueue.sql import ready
 from tests.testapp import jobs
 from tests.utils import (
+    claim_rows,
     migrated_back_to,
     run_threads,
     start_worker,
@@ -52,9 +53,7 @@ def db() -> operations.DjangoDatabase:
 def claim(queues=None, limit=50):
     """The claim a worker makes while some queue has settings (the limited one), without the
     upkeep (which also sweeps the parked rows)."""
-    return operations.claim_counted(db(), "w", queues, limit, 60.0, reclaim=False, controlled=True)[
-        0
-    ]
+    return claim_rows(db(), limit, queues, reclaim=False)[0]
 
 
 def test_a_paused_queues_jobs_are_parked_wherever_they_come_from_and_go_back_on_resume():
@@ -109,7 +108,7 @@ def test_a_slot_holding_a_paused_backlog_is_truncated_all_the_same():
     backlog = jobs.noop.using(queue="reports").enqueue_many([()] * (ready.STRAGGLERS + 100))
     first_slot = (backlog[0] // ready.SLOT_SPAN) % ready.RING_SLOTS
     pause_queue("reports")
-    truncated_once_inserts_move_past(first_slot, controlled=True)
+    truncated_once_inserts_move_past(first_slot)
     assert rows_by_queue() == {("reports", "parked"): len(backlog)}
     resume_queue("reports")
     assert len(claim(["reports"], limit=1000)) == len(backlog)
@@ -143,7 +142,7 @@ def test_rows_a_park_racing_a_resume_left_parked_are_put_back_by_the_upkeep(othe
     other_connection.set_autocommit(True)
     assert rows_by_queue() == {("reports", "ring"): 1}
     assert claim() == [], "the claim leaves a paused queue's job alone"
-    taken = operations.claim_counted(db(), "w", None, 10, 60.0, reclaim=True, controlled=True)
+    taken = claim_rows(db(), 10)
     assert taken[0] == []
     assert rows_by_queue() == {("reports", "parked"): 1}, "the upkeep parked it"
 
@@ -154,7 +153,7 @@ def test_rows_a_park_racing_a_resume_left_parked_are_put_back_by_the_upkeep(othe
     assert rows_by_queue() == {("reports", "parked"): 1, ("reports", "ring"): 1}
     assert [j.pk for j in claim()] == [early]
     assert claim() == [], "claims do not read the parked row..."
-    taken = operations.claim_counted(db(), "w", None, 10, 60.0, reclaim=True)[0]
+    taken = claim_rows(db(), 10)[0]
     assert [j.pk for j in taken] == [late], "...the upkeep puts it back"
     assert rows_by_queue() == {}
 

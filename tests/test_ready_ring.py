@@ -5,6 +5,7 @@ Behaviour only: row counts, relation sizes and catalog state, never timings.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ from django_pgqueue.queues import pause_queue
 from django_pgqueue.sql import ready
 from django_pgqueue.worker.connection import QueueConnection
 from tests.testapp import jobs
-from tests.utils import claim_and_finish_all, migrated_back_to, run_worker
+from tests.utils import claim_and_finish_all, claim_rows, migrated_back_to, run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,11 +28,11 @@ def slot_counts() -> dict[int, int]:
     return operations.slot_counts(operations.DjangoDatabase("default"))
 
 
-def plain_claim(db=None, limit=10, queues=None):
-    """The worker's claim while no queue has settings (the manager's obeys queue settings and
-    limits: the limited claim). Both read the ring."""
+def plain_claim(db=None, limit=10, queues=None, path=None):
+    """The claim while no queue has settings and no limited job waits (or while ``path``, a
+    worker's reading, says so): the plain one. The limited one reads the ring too."""
     db = db or operations.DjangoDatabase("default")
-    return operations.claim_counted(db, "w", queues, limit, 60.0, controlled=False)[0]
+    return claim_rows(db, limit, queues, path=path)[0]
 
 
 def relation_pages(name: str, *, total: bool = True) -> int:
@@ -111,7 +112,7 @@ def test_a_pinned_horizon_leaves_the_claim_path_bounded(
         claim_index_before = relation_pages("pgqueue_job_claim_queue")
         for _ in range(total // 1024):
             jobs.noop.enqueue_many([()] * 1024)
-            claim_and_finish_all(queue_connection, controlled=controlled)
+            claim_and_finish_all(queue_connection)
             operations.recycle(queue_connection)
         assert Job.objects.filter(status="completed").count() == total
 
@@ -151,19 +152,17 @@ def test_the_worker_stale_scan_starts_where_the_last_one_ended(queue_connection)
     [claimed] = Job.objects.claim("dead-worker")
     assert claimed.pk == old.pk
     # The first scan of a worker is a full one; nothing is stale yet.
-    assert operations.claim_counted(queue_connection, "w", None, 10, 60.0, stale_scan=scan) == (
+    assert claim_rows(queue_connection, stale_scan=scan) == (
         [],
         0,
     )
     assert scan.since is not None
     # A lock set back behind where the scans start is left to the periodic full scan...
     Job.objects.filter(pk=old.pk).update(locked_at=timezone.now() - timedelta(days=1))
-    assert operations.claim_counted(queue_connection, "w", None, 10, 60.0, stale_scan=scan)[1] == 0
+    assert claim_rows(queue_connection, stale_scan=scan)[1] == 0
     # ... which finds it.
     scan.full_every = 0.0
-    jobs_taken, taken = operations.claim_counted(
-        queue_connection, "w", None, 10, 60.0, stale_scan=scan
-    )
+    jobs_taken, taken = claim_rows(queue_connection, stale_scan=scan)
     assert taken == 1 and [j.pk for j in jobs_taken] == [old.pk]
     # A job whose worker stops heartbeating now is found by the bounded scan once stale.
     fresh = jobs.noop.enqueue()
@@ -171,7 +170,7 @@ def test_the_worker_stale_scan_starts_where_the_last_one_ended(queue_connection)
     Job.objects.filter(pk=fresh.pk).update(locked_at=timezone.now() - timedelta(seconds=61))
     scan.full_every = 3600.0
     scan.since = timezone.now() - timedelta(seconds=120)
-    jobs_taken, _ = operations.claim_counted(queue_connection, "w", None, 10, 60.0, stale_scan=scan)
+    jobs_taken, _ = claim_rows(queue_connection, stale_scan=scan)
     assert [j.pk for j in jobs_taken] == [fresh.pk]
 
 
@@ -208,7 +207,11 @@ def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
     """Pending limited jobs enqueued before 0007 (ready rows without a rate key or a
     concurrency limit) get them, so the limited claim, now reading the ring, keeps their
     limits: a concurrency limit of 2 runs two of three at once, a rate-limited job waits for
-    the limited claim instead of being taken by the plain one."""
+    the limited claim instead of being taken by the plain one (which a worker whose reading
+    is stale still makes)."""
+    db = operations.DjangoDatabase("default")
+    stale = operations.ClaimPath(max_age=math.inf)
+    assert not stale.read(db)  # read before the limited jobs came
     with migrated_back_to("0006") as cursor:
         cursor.execute(
             "INSERT INTO pgqueue_job (queue, name, args, kwargs, run_after, "
@@ -225,13 +228,12 @@ def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
             "count(*) FILTER (WHERE rate_key = 'r') FROM pgqueue_ready"
         )
         assert cursor.fetchone() == (3, 1)
-    db = operations.DjangoDatabase("default")
     assert operations.limits_in_use(db)
-    assert [j.name for j in plain_claim(limit=10)] == ["tests.testapp.jobs.noop"], (
+    assert [j.name for j in plain_claim(limit=10, path=stale)] == ["tests.testapp.jobs.noop"], (
         "the plain claim runs one job per key and leaves the rate-limited job alone"
     )
     Job.objects.filter(status="running").update(status="pending")  # hand it back
-    got = operations.claim_counted(db, "w", None, 10, 60.0, controlled=True)[0]
+    got = claim_rows(db)[0]
     assert (
         sorted(j.name for j in got) == ["tests.testapp.jobs.add"] + ["tests.testapp.jobs.noop"] * 2
     )

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_pgqueue import limit_queue, operations, pause_queue
 from django_pgqueue.models import Job
+from django_pgqueue.sql import integrity as integrity_sql
 from django_pgqueue.states import JobStatus
 from tests.testapp import jobs
 from tests.utils import (
@@ -290,3 +291,67 @@ def test_repair_while_two_workers_drain_runs_each_job_exactly_once(probe_table):
         assert cursor.fetchone() == (3000, 3000), logs
     assert set(Job.objects.filter(pk__in=ids).values_list("attempts", flat=True)) == {1}
     assert violations() == {}
+
+
+# --- the workers' repair rounds -----------------------------------------------------------------
+
+RANGE = integrity_sql.REPAIR_RANGE
+
+
+def jobs_ranges_apart(count: int) -> list[Job]:
+    """``count`` stranded jobs, each in a range of its own, a range apart (the job ids are moved
+    on as years of history would move them)."""
+    made = []
+    for _ in range(count):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT setval(pg_get_serial_sequence('pgqueue_job', 'id'), "
+                "(SELECT coalesce(max(id), 0) FROM pgqueue_job) / %s * %s + 2 * %s)",
+                [RANGE, RANGE, RANGE],
+            )
+        made.append(without_triggers(jobs.noop.enqueue))
+    return made
+
+
+def test_repair_rounds_go_over_every_range_then_start_again_at_the_oldest():
+    Job.objects.all().delete()
+    stranded = jobs_ranges_apart(3)
+    # Three jobs two ranges apart: five ranges from the oldest job's to the newest's. A round
+    # with all the time it wants repairs what it owes (all five, after the first round's one).
+    rounds = operations.RepairRounds(interval=1e-9, budget=60.0)
+    db = operations.DjangoDatabase("default")
+    found: list[int] = []
+    for _ in range(3):  # 1 + 5 + 5 ranges: wherever the shared position stood, each twice
+        repaired, _ = rounds.round(db)
+        found += repaired.rederived
+        with connection.cursor() as cursor:  # lost again, for the next pass to find
+            cursor.execute("DELETE FROM pgqueue_ready WHERE job_id = ANY(%s)", [repaired.rederived])
+    assert rounds.ranges == 5
+    assert sorted(set(found)) == sorted(job.pk for job in stranded)
+    assert all(found.count(job.pk) >= 2 for job in stranded)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_repair_rounds_slow_down_as_many_times_as_workers_share_them():
+    Job.objects.all().delete()
+    jobs_ranges_apart(3)  # five ranges
+    db = operations.DjangoDatabase("default")
+    clock = Clock()
+    first, second = (operations.RepairRounds(interval=30.0, clock=clock) for _ in range(2))
+    _, wait = first.round(db)
+    assert wait == pytest.approx(30.0 / 5)  # alone: five ranges in 30 s
+    second.round(db)
+    for _ in range(3):
+        clock.now += 6.0
+        assert first.round(db)[1] == pytest.approx(2 * 30.0 / 5)  # one of two: half as often
+        assert second.round(db)[1] == pytest.approx(2 * 30.0 / 5)
+        clock.now += 6.0
+        assert first.round(db) == (operations.Repaired(), pytest.approx(6.0))  # not due yet
+        assert second.round(db)[1] == pytest.approx(6.0)

@@ -163,16 +163,33 @@ def run_threads(count: int, target: Callable[[int], object]) -> None:
     assert errors == []
 
 
-def claim_and_finish_all(
-    db: Any, *, queues: list[str] | None = None, controlled: bool = False
-) -> None:
+def claim_rows(
+    db: Any,
+    limit: int = 10,
+    queues: list[str] | None = None,
+    *,
+    reclaim: bool = True,
+    path: Any = None,
+    stale_scan: Any = None,
+) -> tuple[list[Any], int]:
+    """``operations.claim`` for worker ``w`` (visibility timeout 60 s): the jobs and the rows
+    taken. The database says which claim runs, as in production (``path``: a kept reading)."""
+    from django_pgqueue import operations
+
+    request = operations.ClaimRequest(
+        worker_id="w", limit=limit, queues=queues, visibility_timeout=60.0, reclaim=reclaim
+    )
+    return operations.claim(db, request, path=path, stale_scan=stale_scan)
+
+
+def claim_and_finish_all(db: Any, *, queues: list[str] | None = None) -> None:
     """Claim every runnable job (of ``queues``) on ``db`` as worker ``w``, 256 at a time, and
     record each completed, as a worker would, so the ready ring moves on."""
     from datetime import UTC, datetime
 
     from django_pgqueue import operations
 
-    while batch := operations.claim_counted(db, "w", queues, 256, 60.0, controlled=controlled)[0]:
+    while batch := claim_rows(db, 256, queues)[0]:
         now = datetime.now(UTC)
         outcomes = [
             operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch
@@ -181,7 +198,7 @@ def claim_and_finish_all(
         assert len(written) == len(batch)
 
 
-def truncated_once_inserts_move_past(slot: int, *, controlled: bool = False) -> None:
+def truncated_once_inserts_move_past(slot: int) -> None:
     """Enqueue and run (through a worker's connection, with the upkeep) a ring slot's worth of
     other jobs, so the inserts move past ring slot ``slot``; then it must be recycled: its
     file truncated to nothing, whatever it held that could wait."""
@@ -194,7 +211,7 @@ def truncated_once_inserts_move_past(slot: int, *, controlled: bool = False) -> 
     try:
         for _ in range(ready.SLOT_SPAN // 1024 + 1):
             jobs.noop.enqueue_many([()] * 1024)
-            claim_and_finish_all(queue_connection, controlled=controlled)
+            claim_and_finish_all(queue_connection)
         assert slot in operations.recycle(queue_connection)
     finally:
         queue_connection.close()

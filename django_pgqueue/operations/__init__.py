@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from django_pgqueue.operations.claim import (
     CLAIM_RACE_RETRIES,
+    ClaimPath,
+    ClaimRequest,
     claim,
-    claim_counted,
     jobs_from_rows,
     locked_jobs,
 )
@@ -56,6 +57,7 @@ from django_pgqueue.operations.enqueue import (
 )
 from django_pgqueue.operations.integrity import (
     Repaired,
+    RepairRounds,
     Violation,
     repair,
     storage_ready,
@@ -115,6 +117,8 @@ __all__ = [
     "QUEUES_CHANGED",
     "RETRYABLE_Q",
     "WORKER_ROW_RETENTION",
+    "ClaimPath",
+    "ClaimRequest",
     "Database",
     "DjangoDatabase",
     "Fired",
@@ -122,13 +126,13 @@ __all__ = [
     "Outcome",
     "Pruned",
     "QueueControl",
+    "RepairRounds",
     "Repaired",
     "StaleScan",
     "Violation",
     "cancel",
     "cancel_requested",
     "claim",
-    "claim_counted",
     "finish",
     "fire_schedules",
     "heartbeat",

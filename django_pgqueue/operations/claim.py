@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.operations import ready
@@ -28,24 +30,62 @@ _JSON_COLUMNS = frozenset({"args", "kwargs", "errors", "result"})
 _JSON_INDEXES = tuple(i for i, c in enumerate(JOB_COLUMNS) if c in _JSON_COLUMNS)
 
 
-def claim(
-    db: Database,
-    worker_id: str,
-    queues: Sequence[str] | None,
-    limit: int,
-    visibility_timeout: float,
-    *,
-    rate_limits: bool = True,
-) -> list[Job]:
-    """Claim up to ``limit`` runnable jobs for ``worker_id``: :func:`claim_counted`'s jobs.
-
-    For a caller that keeps no state (``Job.objects.claim``, ``testing.run_jobs``): the
-    database says whether the limited claim is needed, at every call.
+@dataclass(frozen=True, kw_only=True)
+class ClaimRequest:
+    """What one claim asks for. Every caller (the worker, ``Job.objects.claim``,
+    ``testing.run_jobs``) asks through this one shape, and :func:`claim` decides from the
+    database how to take it: a new need (room for jobs of another kind, a token per claim)
+    is a field here, not a variant of the claim.
     """
-    jobs, _ = claim_counted(
-        db, worker_id, queues, limit, visibility_timeout, rate_limits=rate_limits
-    )
-    return jobs
+
+    worker_id: str
+    #: At most this many jobs.
+    limit: int
+    #: Served in the order given (``None``: every queue, by priority).
+    queues: Sequence[str] | None = None
+    visibility_timeout: float
+    #: Also take back the running jobs of workers that stopped heartbeating, first, in a
+    #: statement of their own, and move due scheduled jobs, parked rows of resumed queues and
+    #: held rows with room into the ring (the manager always; the worker about once a second).
+    reclaim: bool = True
+    #: Just after a claim of the caller's own: at most that many runnable jobs besides the
+    #: stale ones, and none unless the promotion moved some (``None``: what the stale ones
+    #: left of ``limit``).
+    fresh: int | None = None
+    #: ``False`` (tests): start rate-limited jobs whatever their windows say.
+    rate_limits: bool = True
+
+
+class ClaimPath:
+    """Which claim statement the database needs: the limited one (``sql.limits``) while some
+    queue has settings or limited jobs wait (:func:`limited_claim_needed`), else the plain one
+    (``sql.claim``).
+
+    A caller that keeps no state asks the database at every claim (:func:`claim` without a
+    path). The worker keeps one: read again when it is older than ``max_age`` seconds or after
+    :meth:`changed` (a NOTIFY said the queues' settings changed). A reading that has gone stale
+    is safe: the plain claim takes no rate-limited job and nothing at all while any queue has
+    settings, so it delays such jobs until the next reading, never starts one a setting or a
+    limit holds back.
+    """
+
+    def __init__(self, max_age: float) -> None:
+        self.max_age = max_age
+        #: The last reading (False before the first).
+        self.limited = False
+        self._read_at: float | None = None
+
+    def changed(self) -> None:
+        """The queues' settings changed: read again at the next claim."""
+        self._read_at = None
+
+    def read(self, db: Database) -> bool:
+        """Whether the limited claim is needed, read again if due."""
+        now = time.monotonic()
+        if self._read_at is None or now - self._read_at >= self.max_age:
+            self.limited = limited_claim_needed(db)
+            self._read_at = now
+        return self.limited
 
 
 def limited_claim_needed(db: Database) -> bool:
@@ -56,50 +96,33 @@ def limited_claim_needed(db: Database) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def claim_counted(
+def claim(
     db: Database,
-    worker_id: str,
-    queues: Sequence[str] | None,
-    limit: int,
-    visibility_timeout: float,
+    request: ClaimRequest,
     *,
-    reclaim: bool = True,
-    fresh: int | None = None,
-    controlled: bool | None = None,
-    rate_limits: bool = True,
+    path: ClaimPath | None = None,
     stale_scan: ready.StaleScan | None = None,
 ) -> tuple[list[Job], int]:
-    """Claim up to ``limit`` runnable jobs for ``worker_id`` with one SKIP LOCKED statement.
+    """Claim what ``request`` asks for with SKIP LOCKED statements: the claim's one entry point.
 
-    ``queues`` are served in the order given (``None``: every queue). The returned jobs are
-    ``running``, locked by ``worker_id``, with their attempt counted, in the order to run them.
-    With ``reclaim`` (the manager always; the worker about once a second), running jobs whose
-    worker stopped heartbeating are taken first, in a statement of their own; those out of
-    attempts go ``dead`` instead and are left out of the jobs, but counted in the rows taken
-    (the second value): a claim that took ``limit`` rows was not short of work. ``reclaim``
-    also moves due scheduled jobs into the ready ring first, and settles the parked rows (those
-    of paused queues: :func:`~django_pgqueue.operations.ready.sweep_parked`) and the held ones
-    (a busy key's or a limited queue's backlog:
-    :func:`~django_pgqueue.operations.ready.sweep_held`).
-    ``fresh`` (after a claim of its own): at most that many runnable jobs besides the stale
-    ones, and none unless the promotion moved some (default: what the stale ones left of
-    ``limit``). With ``stale_scan`` (the worker's), the stale-job scan starts where the
-    previous one ended instead of at the oldest lock.
-    ``controlled``: whether the limited claim (``sql.limits``) is needed, as the worker last
-    read it from the database (``None``: read it now, :func:`limited_claim_needed`). The
-    limited claim leaves out paused queues and keeps every concurrency and rate limit; the
-    plain one takes no rate-limited job and nothing while any queue has settings, so a stale
-    ``False`` delays jobs, never starts one a setting or limit holds back.
-    ``rate_limits=False`` (tests) starts rate-limited jobs whatever their windows say.
+    Returns the jobs, ``running``, locked by the request's worker, with their attempt counted,
+    in the order to run them; and the rows taken. Stale jobs out of attempts go ``dead``
+    instead and are left out of the jobs, but counted in the rows taken: a claim that took
+    ``limit`` rows was not short of work.
+
+    Which statement runs, the database says (:class:`ClaimPath`; ``path``: the caller's
+    reading, kept between claims; ``None``: read now). The limited claim leaves out paused
+    queues and keeps every concurrency and rate limit. With ``stale_scan`` (the worker's), the
+    stale-job scan starts where the previous one ended instead of at the oldest lock.
     """
-    if controlled is None:
-        controlled = limited_claim_needed(db)
+    controlled = path.read(db) if path is not None else limited_claim_needed(db)
+    worker_id, queues, limit = request.worker_id, request.queues, request.limit
     params: dict[str, Any] = {
         "worker": worker_id,
         "limit": limit,
-        "visibility": visibility_timeout,
+        "visibility": request.visibility_timeout,
         "since": None,
-        "rate_limits": rate_limits,
+        "rate_limits": request.rate_limits,
     }
     statement = limits_sql.LIMITED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
     if queues:
@@ -107,20 +130,20 @@ def claim_counted(
         statement = limits_sql.LIMITED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
     promoted = 0
-    if reclaim:
+    if request.reclaim:
         # Due scheduled jobs, jobs a resume left parked, and held jobs of keys with room join
         # the ring.
         promoted = ready.promote(db) + ready.sweep_parked(db) + ready.sweep_held(db)
         if stale_scan is not None:
-            params["since"] = stale_scan.start(db, visibility_timeout)
+            params["since"] = stale_scan.start(db, request.visibility_timeout)
         with db.atomic(), db.cursor() as cursor:
             cursor.execute(sql.RECLAIM_NAMED_QUEUES if queues else sql.RECLAIM_ALL_QUEUES, params)
             rows = cursor.fetchall()
         if stale_scan is not None:
             stale_scan.done(len(rows) < limit)
         params["limit"] = limit - len(rows)
-    if fresh is not None:  # the caller has just claimed: only what the promotion added is new
-        params["limit"] = min(params["limit"], fresh if promoted else 0)
+    if request.fresh is not None:  # the caller has just claimed: only what the promotion added
+        params["limit"] = min(params["limit"], request.fresh if promoted else 0)
     stale_rows, rows = rows, []
     for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
         try:

@@ -14,7 +14,8 @@
 as a count and the first ids. The triggers keep every one of them in the job's own
 transaction; they are broken only by writes that bypass triggers (``session_replication_role
 = replica``, a logical-replication apply, ``pg_restore --disable-triggers``, ``ALTER TABLE ...
-DISABLE TRIGGER``) or by a bug. :data:`REPAIR_JOBS` and :data:`DROP_ORPHANS` restore them.
+DISABLE TRIGGER``) or by a bug. :data:`LOCK_SUSPECTS`, :data:`REDERIVE` and :data:`DROP_ORPHANS`
+restore them, a range of job ids at a time.
 """
 
 from __future__ import annotations
@@ -26,16 +27,46 @@ from django_pgqueue.sql.ready import COLUMNS, READY_TABLE, agrees
 #: How many ids each violation names.
 FIRST_IDS = 10
 
-_STRANDED = f"""SELECT j.id FROM {TABLE} j
+#: The ids one repair round covers (:data:`NEXT_RANGES`): every invariant but S7 is about
+#: one job and its rows, so the id space can be checked and repaired a range at a time, each
+#: range's cost bounded whatever the table's size or the horizon (a range reads its ids' rows by
+#: primary key, dead versions included, and their ready rows by ``pgqueue_ready_job``).
+REPAIR_RANGE = 2_500
+
+# Each query below takes the ids in [%(lo)s, %(hi)s): the whole table is [0, 2^63 - 1). It
+# reads the range twice, once a side, and matches them in memory:
+#
+# * ``pending``: the range's pending jobs, found by primary key alone (behind ``OFFSET 0``: with
+#   the status condition inside, the planner could read the partial index of pending jobs
+#   whole, every dead entry of a pinned xmin horizon with it);
+# * ``ready_rows``: the range's ready rows, by ``pgqueue_ready_job``;
+# * ``per_job``: each pending job's rows counted, and whether they all agree with it.
+_IN_RANGE = "{id} >= %(lo)s AND {id} < %(hi)s"
+
+_RANGE = f"""pending AS MATERIALIZED (
+    SELECT j.* FROM (
+        SELECT j.id, j.status, {", ".join("j." + c for c in COLUMNS)} FROM {TABLE} j
+        WHERE {_IN_RANGE.format(id="j.id")} OFFSET 0) j
     WHERE j.status = {PENDING}
-      AND NOT EXISTS (SELECT 1 FROM {READY_TABLE} r WHERE r.job_id = j.id)"""
+), ready_rows AS MATERIALIZED (
+    SELECT r.job_id, {", ".join("r." + c for c in COLUMNS)} FROM {READY_TABLE} r
+    WHERE {_IN_RANGE.format(id="r.job_id")}
+), per_job AS MATERIALIZED (
+    SELECT p.id, count(r.job_id) AS n,
+           coalesce(bool_and({agrees("p", "r")}) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
+               AS agree
+    FROM pending p LEFT JOIN ready_rows r ON r.job_id = p.id
+    GROUP BY p.id
+)"""
 
-_DUPLICATED = f"""SELECT r.job_id AS id FROM {READY_TABLE} r
-    GROUP BY r.job_id HAVING count(*) > 1"""
+_STRANDED = "SELECT id FROM per_job WHERE n = 0"
 
-_DISAGREEING = f"""SELECT DISTINCT r.job_id AS id FROM {READY_TABLE} r
-    JOIN {TABLE} j ON j.id = r.job_id
-    WHERE j.status = {PENDING} AND NOT ({agrees("j", "r")})"""
+_DUPLICATED = "SELECT job_id AS id FROM ready_rows GROUP BY job_id HAVING count(*) > 1"
+
+_DISAGREEING = "SELECT id FROM per_job WHERE n > 0 AND NOT agree"
+
+_ORPHANED = """SELECT DISTINCT r.job_id AS id FROM ready_rows r
+    WHERE NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = r.job_id)"""
 
 
 def _status_of(row: str) -> str:
@@ -45,9 +76,6 @@ def _status_of(row: str) -> str:
     row, every dead entry of a pinned xmin horizon: 4 s a statement under pressure)."""
     return f"(SELECT j.status FROM {TABLE} j WHERE j.id = {row}.job_id OFFSET 0)"
 
-
-_ORPHANED = f"""SELECT DISTINCT r.job_id AS id FROM {READY_TABLE} r
-    WHERE {_status_of("r")} IS DISTINCT FROM {PENDING}"""
 
 # S7's part the storage can show: a window stays about a hundred entries whatever its rate
 # (its starts' times up to ``limits.EXACT_STARTS`` a period, else one entry per bucket), and
@@ -68,7 +96,7 @@ def _summary(kind: str, ids: str) -> str:
 
 
 #: ``(kind, count, first ids as text)`` for each kind, every kind once (count 0: none).
-VIOLATIONS = "\nUNION ALL\n".join(
+VIOLATIONS = f"WITH {_RANGE}\n" + "\nUNION ALL\n".join(
     _summary(kind, ids)
     for kind, ids in zip(
         KINDS,
@@ -77,45 +105,80 @@ VIOLATIONS = "\nUNION ALL\n".join(
     )
 )
 
+#: The repair rounds' position, shared by every worker (``0014_repair_position``): the number of the
+#: next range, each range being ``REPAIR_RANGE`` ids from ``number * REPAIR_RANGE``. A sequence,
+#: so taking a range neither blocks nor waits for a commit, and workers split the id space
+#: between them. Not derived from the job table and not truth: losing it costs one pass.
+REPAIR_POSITION = "pgqueue_repair_position"
+
+#: The numbers of the next ``%(count)s`` ranges, and the newest job id (None: no jobs).
+NEXT_RANGES = f"""SELECT
+    ARRAY(SELECT nextval('{REPAIR_POSITION}') FROM generate_series(1, %(count)s)),
+    (SELECT max(id) FROM {TABLE})"""
+
+#: The number of the oldest job's range: where a pass starts.
+FIRST_RANGE = f"SELECT coalesce(min(id), 0) / {REPAIR_RANGE} FROM {TABLE}"
+
+#: Past the newest job: the next pass starts at the oldest job's range (its number is
+#: returned: this round repairs it). Workers racing here only repair a range twice.
+RESTART_PASS = f"SELECT setval('{REPAIR_POSITION}', ({FIRST_RANGE}))"
+
+#: The oldest and newest job ids (None, None: no jobs), for ``pgqueue_repair``'s ranges.
+ID_BOUNDS = f"SELECT min(id), max(id) FROM {TABLE}"
+
 #: Whether the storage this module checks exists (an unmigrated or half-migrated database:
 #: nothing to say). ``pgqueue_ready_job`` comes with ``0012_ready_follows_job``.
 STORAGE_READY = "SELECT to_regclass('pgqueue_ready_job') IS NOT NULL"
 
 _COPIED = ", ".join(COLUMNS)
 
-#: Pending jobs that are stranded, duplicated or disagreeing (at most ``%(batch)s``): each
-#: job's rows are replaced by the one it should have. The job rows are locked ``SKIP
-#: LOCKED``, as a claim locks them first: a job a claim is taking right now is left alone,
-#: and a job claimed since this statement's snapshot is no longer pending when locked, so it
-#: is left too. Returns the ids repaired.
-REPAIR_JOBS = f"""
-WITH suspects AS (
-    SELECT id FROM ({_STRANDED}) s
-    UNION SELECT id FROM ({_DUPLICATED}) d
-    UNION SELECT id FROM ({_DISAGREEING}) g
-    LIMIT %(batch)s
-), jobs AS MATERIALIZED (
-    SELECT j.id, {", ".join("j." + c for c in COLUMNS)} FROM {TABLE} j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects)) AND j.status = {PENDING}
+# The repair goes through a range in batches, by id: each statement below looks at the first
+# ``%(batch)s`` suspects from ``%(lo)s`` and returns, first, where the next batch starts (None:
+# the range is done). A suspect it leaves (locked by a claim, say) is not looked at again until
+# the next pass.
+
+#: Pending jobs that are stranded, duplicated or disagreeing: locked ``SKIP LOCKED``, as a
+#: claim locks them first (a job a claim is taking right now is left alone; a job claimed since
+#: this statement's snapshot is no longer pending when locked, so it is left too). Returns the
+#: next batch's start and the ids locked, for :data:`REDERIVE` in the same transaction.
+LOCK_SUSPECTS = f"""
+WITH {_RANGE}, suspects AS MATERIALIZED (
+    SELECT id FROM per_job WHERE n <> 1 OR NOT agree
+    ORDER BY id LIMIT %(batch)s
+), locked AS MATERIALIZED (
+    -- By primary key; pending or not is asked of the locked row (the newest version), outside
+    -- the scan: with the status condition in it, the planner could read the partial index of
+    -- pending jobs instead, every dead entry of a pinned horizon with it.
+    SELECT j.id, j.status FROM {TABLE} j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects))
     ORDER BY j.id
     FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM {READY_TABLE} r WHERE r.job_id = ANY(ARRAY(SELECT id FROM jobs))
-), put AS (
-    INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-    SELECT pgqueue_ready_slot(id, run_after), id, {_COPIED} FROM jobs
 )
-SELECT id FROM jobs ORDER BY id
+SELECT CASE WHEN (SELECT count(*) FROM suspects) = %(batch)s
+            THEN (SELECT max(id) + 1 FROM suspects) END,
+       ARRAY(SELECT id FROM locked WHERE status = {PENDING} ORDER BY id)
 """
 
-#: Ready rows whose job is gone or not pending (at most ``%(batch)s``), deleted. The job, if
-#: any, is locked ``SKIP LOCKED`` first (a job being changed is left for the next round: its
-#: trigger may be about to make the row right). Returns the job ids whose rows went.
+#: The jobs ``%(ids)s`` (locked by :data:`LOCK_SUSPECTS`) get exactly the ready row each should
+#: have. A statement of its own: its snapshot, taken once the jobs are locked, sees every row a
+#: trigger gave them before, so none is left beside the new one.
+REDERIVE = f"""
+WITH gone AS (
+    DELETE FROM {READY_TABLE} r WHERE r.job_id = ANY(%(ids)s)
+)
+INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, {", ".join("j." + c for c in COLUMNS)}
+FROM {TABLE} j WHERE j.id = ANY(%(ids)s)
+"""
+
+#: Ready rows whose job is gone or not pending, deleted. The job, if any, is locked ``SKIP
+#: LOCKED`` first (a job being changed is left for the next pass: its trigger may be about to
+#: make the row right). Returns the next batch's start and the job ids whose rows went.
 DROP_ORPHANS = f"""
-WITH orphans AS (
+WITH orphans AS MATERIALIZED (
     SELECT r.slot, r.ctid AS row_id, r.job_id FROM {READY_TABLE} r
-    WHERE {_status_of("r")} IS DISTINCT FROM {PENDING}
-    LIMIT %(batch)s
+    WHERE {_IN_RANGE.format(id="r.job_id")} AND {_status_of("r")} IS DISTINCT FROM {PENDING}
+    ORDER BY r.job_id LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 ), locked AS MATERIALIZED (
     SELECT j.id FROM {TABLE} j WHERE j.id = ANY(ARRAY(SELECT job_id FROM orphans))
@@ -128,5 +191,7 @@ WITH orphans AS (
            OR o.job_id IN (SELECT id FROM locked))
     RETURNING r.job_id
 )
-SELECT DISTINCT job_id FROM gone ORDER BY job_id
+SELECT CASE WHEN (SELECT count(*) FROM orphans) = %(batch)s
+            THEN (SELECT max(job_id) + 1 FROM orphans) END,
+       ARRAY(SELECT DISTINCT job_id FROM gone ORDER BY job_id)
 """

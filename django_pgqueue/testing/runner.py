@@ -116,15 +116,15 @@ def run_jobs(
     ran = JobsRun()
     while True:
         operations.make_due(db, queues, wall_clock=timezone.now(), scheduled=scheduled)
-        jobs, _ = operations.claim_counted(
-            db,
-            worker_id,
-            queues,
-            1,
-            settings.VISIBILITY_TIMEOUT,
+        request = operations.ClaimRequest(
+            worker_id=worker_id,
+            limit=1,
+            queues=queues,
+            visibility_timeout=settings.VISIBILITY_TIMEOUT,
             reclaim=False,
             rate_limits=respect_limits,
         )
+        jobs, _ = operations.claim(db, request)
         if not jobs:
             return ran
         if len(ran) >= limit:

@@ -29,6 +29,11 @@ logger = get_logger("django_pgqueue.worker")
 BLOCKED_RECHECK = 0.2
 # How often a claim also takes back the jobs of workers that stopped heartbeating.
 RECLAIM_INTERVAL = 1.0
+# How old the worker's reading of which claim the database needs may grow (a change of the
+# queues' settings is heard at once, through NOTIFY; limited jobs come without one).
+CLAIM_PATH_MAX_AGE = 0.5
+# A worker's first repair round comes within this many seconds of its start.
+FIRST_REPAIR_WITHIN = 2.0
 
 
 class Claimer:
@@ -47,12 +52,14 @@ class Claimer:
         self.queues = queues
         self.burst = burst
         self.next_reclaim = 0.0  # when the next claim also takes back stale jobs
-        # When the upkeep next looks for jobs the storage lost track of (not at once: a
-        # worker's start stays quick; the first look comes within the interval).
-        self.next_repair = time.monotonic() + random.uniform(0, settings.REPAIR_INTERVAL)
+        # When the upkeep next repairs a range of job ids the storage may have lost track of
+        # (not at once: a worker's start stays quick, and workers started together spread).
+        self.next_repair = time.monotonic() + random.uniform(0, FIRST_REPAIR_WITHIN)
+        self.repair_rounds = operations.RepairRounds(settings.REPAIR_INTERVAL)
         self.stale_scan = operations.StaleScan()
-        #: Some queue has settings (paused, limits): claim with the statements that obey them.
-        self.controlled = False
+        #: Which claim the database needs (the limited one while some queue has settings or
+        #: limited jobs wait), read again twice a second at most, and after a NOTIFY.
+        self.path = operations.ClaimPath(max_age=CLAIM_PATH_MAX_AGE)
         #: The connection was lost: a claim may have committed without its answer reaching
         #: the worker. :meth:`settle` hands such jobs back once the connection is back.
         self.unsettled = False
@@ -143,9 +150,11 @@ class Claimer:
 
     def _repair(self) -> None:
         """Put back pending jobs no claim can reach, and drop ready rows of jobs gone or not
-        pending (docs/storage.md, "Self-healing"): a statement of each kind, a batch at most."""
-        self.next_repair = time.monotonic() + settings.REPAIR_INTERVAL
-        repaired = operations.repair(self.connection, rounds=1)
+        pending (docs/storage.md, "Self-healing"): one range of job ids a round, paced so the
+        workers together go over the table once every ``PGQUEUE_REPAIR_INTERVAL``."""
+        self.next_repair = time.monotonic() + settings.REPAIR_INTERVAL  # if the round fails
+        repaired, gap = self.repair_rounds.round(self.connection)
+        self.next_repair = time.monotonic() + gap
         if repaired.rederived:
             logger.warning(
                 "Worker %s: %d pending jobs had lost their ready rows (restored with triggers "
@@ -166,16 +175,16 @@ class Claimer:
     ) -> tuple[list[Job], int]:
         if reclaim:
             self.next_reclaim = time.monotonic() + RECLAIM_INTERVAL
-        return operations.claim_counted(
-            self.connection,
-            self.worker_id,
-            self.queues,
-            limit,
-            settings.VISIBILITY_TIMEOUT,
+        request = operations.ClaimRequest(
+            worker_id=self.worker_id,
+            limit=limit,
+            queues=self.queues,
+            visibility_timeout=settings.VISIBILITY_TIMEOUT,
             reclaim=reclaim,
             fresh=fresh,
-            controlled=self.controlled,
-            stale_scan=self.stale_scan,
+        )
+        return operations.claim(
+            self.connection, request, path=self.path, stale_scan=self.stale_scan
         )
 
     def may_unblock(self, claimed: Mapping[int, Job], outcomes: Iterable[Outcome]) -> bool:
@@ -186,7 +195,7 @@ class Claimer:
         Otherwise nothing became runnable, and the loop waits as the last short claim left it
         to: one claim and one ``next_run_after`` per batch instead of two, at a steady rate.
         """
-        if self.burst or self.controlled:
+        if self.burst or self.path.limited:
             return True
         return any(
             (job := claimed.get(outcome.job_id)) is not None and job.concurrency_key
@@ -196,9 +205,10 @@ class Claimer:
     def idle_until(self) -> float:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
         now = time.monotonic()
-        wake = now + settings.POLL_INTERVAL
+        # The poll, or the upkeep's next repair round (its claim is the one that repairs).
+        wake = min(now + settings.POLL_INTERVAL, max(self.next_repair, self.next_reclaim))
         ready, next_run = operations.next_run_after(
-            self.connection, self.queues, controlled=self.controlled
+            self.connection, self.queues, controlled=self.path.limited
         )
         due: float | None = None  # seconds until the earliest pending job is runnable
         if next_run is not None:

@@ -52,11 +52,6 @@ class QueueSettings:
         self.controls: list[operations.QueueControl] = []
         self.limits = False
 
-    @property
-    def active(self) -> bool:
-        """Whether any queue has settings or limits are in use (then claims obey them)."""
-        return bool(self.controls) or self.limits
-
     def read(self, db: Database) -> bool:
         """Read them again; returns whether they changed."""
         controls = operations.queue_controls(db)

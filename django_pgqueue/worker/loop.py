@@ -233,7 +233,7 @@ class Worker:
     def _read_queue_settings(self) -> float:
         """Read the queues' settings; claim at once if they changed (a queue resumed, say)."""
         if self._queue_settings.read(self._connection):
-            self._claimer.controlled = self._queue_settings.active
+            self._claimer.path.changed()
             self._wake()
         # With LISTEN, a change is heard at once; reading now and then is only a safety net.
         return QUEUE_SETTINGS_LISTENING if self._listening() else QUEUE_SETTINGS_POLL

@@ -131,9 +131,17 @@ def claim_throughput(queue: str, worker_id: str, batch_size: int) -> ClaimRun:
     machine shared with other work, the CPU time per job is the figure that stays put.
     """
     from django_pgqueue import operations
+    from django_pgqueue.worker.claims import CLAIM_PATH_MAX_AGE
     from django_pgqueue.worker.connection import QueueConnection
 
     done = 0
+    request = operations.ClaimRequest(
+        worker_id=worker_id,
+        limit=batch_size,
+        queues=[queue],
+        visibility_timeout=settings.VISIBILITY_TIMEOUT,
+    )
+    path = operations.ClaimPath(max_age=CLAIM_PATH_MAX_AGE)
     # The worker's own connection and the exact operations its loop calls.
     connection = QueueConnection(settings.DATABASE, f"pgqueue bench {worker_id}")
     try:
@@ -143,9 +151,7 @@ def claim_throughput(queue: str, worker_id: str, batch_size: int) -> ClaimRun:
         client_before = time.process_time()
         started = time.perf_counter()
         while True:
-            jobs, _ = operations.claim_counted(
-                connection, worker_id, [queue], batch_size, settings.VISIBILITY_TIMEOUT
-            )
+            jobs, _ = operations.claim(connection, request, path=path)
             if not jobs:
                 break
             now = datetime.now(UTC)

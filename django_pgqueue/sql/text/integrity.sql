@@ -3,27 +3,37 @@
 -- in the module, run `make sql`.
 
 -- name: VIOLATIONS
+WITH pending AS MATERIALIZED (
+    SELECT j.* FROM (
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id >= %(lo)s AND j.id < %(hi)s OFFSET 0) j
+    WHERE j.status = 'pending'
+), ready_rows AS MATERIALIZED (
+    SELECT r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+    WHERE r.job_id >= %(lo)s AND r.job_id < %(hi)s
+), per_job AS MATERIALIZED (
+    SELECT p.id, count(r.job_id) AS n,
+           coalesce(bool_and((p.queue, p.priority, p.run_after, p.concurrency_key, p.rate_key, p.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
+               AS agree
+    FROM pending p LEFT JOIN ready_rows r ON r.job_id = p.id
+    GROUP BY p.id
+)
 SELECT 'stranded' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
-    FROM (SELECT j.id FROM pgqueue_job j
-    WHERE j.status = 'pending'
-      AND NOT EXISTS (SELECT 1 FROM pgqueue_ready r WHERE r.job_id = j.id)) v
+    FROM (SELECT id FROM per_job WHERE n = 0) v
 UNION ALL
 SELECT 'duplicated' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
-    FROM (SELECT r.job_id AS id FROM pgqueue_ready r
-    GROUP BY r.job_id HAVING count(*) > 1) v
+    FROM (SELECT job_id AS id FROM ready_rows GROUP BY job_id HAVING count(*) > 1) v
 UNION ALL
 SELECT 'disagreeing' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
-    FROM (SELECT DISTINCT r.job_id AS id FROM pgqueue_ready r
-    JOIN pgqueue_job j ON j.id = r.job_id
-    WHERE j.status = 'pending' AND NOT ((j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit))) v
+    FROM (SELECT id FROM per_job WHERE n > 0 AND NOT agree) v
 UNION ALL
 SELECT 'orphaned' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
-    FROM (SELECT DISTINCT r.job_id AS id FROM pgqueue_ready r
-    WHERE (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending') v
+    FROM (SELECT DISTINCT r.job_id AS id FROM ready_rows r
+    WHERE NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = r.job_id)) v
 UNION ALL
 SELECT 'misshapen_windows' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
@@ -31,38 +41,67 @@ SELECT 'misshapen_windows' AS kind, count(*) AS n,
     WHERE cardinality(w.recent) > greatest(w.starts, 102)
        OR cardinality(w.counts) NOT IN (0, cardinality(w.recent))) v
 
+-- name: NEXT_RANGES
+SELECT
+    ARRAY(SELECT nextval('pgqueue_repair_position') FROM generate_series(1, %(count)s)),
+    (SELECT max(id) FROM pgqueue_job)
+
+-- name: FIRST_RANGE
+SELECT coalesce(min(id), 0) / 2500 FROM pgqueue_job
+
+-- name: RESTART_PASS
+SELECT setval('pgqueue_repair_position', (SELECT coalesce(min(id), 0) / 2500 FROM pgqueue_job))
+
+-- name: ID_BOUNDS
+SELECT min(id), max(id) FROM pgqueue_job
+
 -- name: STORAGE_READY
 SELECT to_regclass('pgqueue_ready_job') IS NOT NULL
 
--- name: REPAIR_JOBS
-WITH suspects AS (
-    SELECT id FROM (SELECT j.id FROM pgqueue_job j
+-- name: LOCK_SUSPECTS
+WITH pending AS MATERIALIZED (
+    SELECT j.* FROM (
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id >= %(lo)s AND j.id < %(hi)s OFFSET 0) j
     WHERE j.status = 'pending'
-      AND NOT EXISTS (SELECT 1 FROM pgqueue_ready r WHERE r.job_id = j.id)) s
-    UNION SELECT id FROM (SELECT r.job_id AS id FROM pgqueue_ready r
-    GROUP BY r.job_id HAVING count(*) > 1) d
-    UNION SELECT id FROM (SELECT DISTINCT r.job_id AS id FROM pgqueue_ready r
-    JOIN pgqueue_job j ON j.id = r.job_id
-    WHERE j.status = 'pending' AND NOT ((j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit))) g
-    LIMIT %(batch)s
-), jobs AS MATERIALIZED (
-    SELECT j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects)) AND j.status = 'pending'
+), ready_rows AS MATERIALIZED (
+    SELECT r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+    WHERE r.job_id >= %(lo)s AND r.job_id < %(hi)s
+), per_job AS MATERIALIZED (
+    SELECT p.id, count(r.job_id) AS n,
+           coalesce(bool_and((p.queue, p.priority, p.run_after, p.concurrency_key, p.rate_key, p.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
+               AS agree
+    FROM pending p LEFT JOIN ready_rows r ON r.job_id = p.id
+    GROUP BY p.id
+), suspects AS MATERIALIZED (
+    SELECT id FROM per_job WHERE n <> 1 OR NOT agree
+    ORDER BY id LIMIT %(batch)s
+), locked AS MATERIALIZED (
+    -- By primary key; pending or not is asked of the locked row (the newest version), outside
+    -- the scan: with the status condition in it, the planner could read the partial index of
+    -- pending jobs instead, every dead entry of a pinned horizon with it.
+    SELECT j.id, j.status FROM pgqueue_job j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects))
     ORDER BY j.id
     FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM pgqueue_ready r WHERE r.job_id = ANY(ARRAY(SELECT id FROM jobs))
-), put AS (
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-    SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit FROM jobs
 )
-SELECT id FROM jobs ORDER BY id
+SELECT CASE WHEN (SELECT count(*) FROM suspects) = %(batch)s
+            THEN (SELECT max(id) + 1 FROM suspects) END,
+       ARRAY(SELECT id FROM locked WHERE status = 'pending' ORDER BY id)
+
+-- name: REDERIVE
+WITH gone AS (
+    DELETE FROM pgqueue_ready r WHERE r.job_id = ANY(%(ids)s)
+)
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit
+FROM pgqueue_job j WHERE j.id = ANY(%(ids)s)
 
 -- name: DROP_ORPHANS
-WITH orphans AS (
+WITH orphans AS MATERIALIZED (
     SELECT r.slot, r.ctid AS row_id, r.job_id FROM pgqueue_ready r
-    WHERE (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending'
-    LIMIT %(batch)s
+    WHERE r.job_id >= %(lo)s AND r.job_id < %(hi)s AND (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending'
+    ORDER BY r.job_id LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 ), locked AS MATERIALIZED (
     SELECT j.id FROM pgqueue_job j WHERE j.id = ANY(ARRAY(SELECT job_id FROM orphans))
@@ -75,4 +114,6 @@ WITH orphans AS (
            OR o.job_id IN (SELECT id FROM locked))
     RETURNING r.job_id
 )
-SELECT DISTINCT job_id FROM gone ORDER BY job_id
+SELECT CASE WHEN (SELECT count(*) FROM orphans) = %(batch)s
+            THEN (SELECT max(job_id) + 1 FROM orphans) END,
+       ARRAY(SELECT DISTINCT job_id FROM gone ORDER BY job_id)

@@ -5,8 +5,8 @@ with the same backlog of no-op jobs: a queue limited with ``rate_limit="10/s"`` 
 keeps each start's time), then one limited with ``rate_limit="100000/d"`` (a bucketed window,
 a hundredth of a day per bucket) whose window is given :data:`RECENT_STARTS` starts over the
 last ~23 hours, written straight into it: half full, it still lets jobs start. The figure is
-the worker's own limited claim (``claim_counted(..., controlled=True)`` on a worker
-connection) of :data:`CLAIM_LIMIT` jobs, timed call by call, its p50.
+the worker's own claim (``operations.claim`` on a worker connection, the limited one since the
+queue has a limit) of :data:`CLAIM_LIMIT` jobs, timed call by call, its p50.
 
 Like with like: every timed call claims the same number of jobs in both scenarios, so each
 does the same work besides counting its window. The 10/s window is full after one call, so it
@@ -38,6 +38,7 @@ from django_pgqueue.states import JobStatus
 
 if TYPE_CHECKING:
     from django_pgqueue.contrib.bench.context import BenchContext
+    from django_pgqueue.worker.claims import CLAIM_PATH_MAX_AGE
     from django_pgqueue.worker.connection import QueueConnection
 
 #: Each scenario's backlog, fewer if ``--jobs`` is smaller.
@@ -121,11 +122,12 @@ def scenario(
 
         progress.start(f"{rate}: limited claim of {calls.per_call} x {calls.timed}", calls.timed)
         timings: list[float] = []
+        path = operations.ClaimPath(max_age=CLAIM_PATH_MAX_AGE)
         deadline = time.monotonic() + TIME_BUDGET_S
         for call in range(calls.warmup + calls.timed):
             if not recent:
                 database.empty_window(window)
-            seconds = timed_claim(connection, worker_id, queue, calls.per_call)
+            seconds = timed_claim(connection, path, worker_id, queue, calls.per_call)
             if call < calls.warmup:
                 continue
             timings.append(seconds * 1000)
@@ -161,19 +163,25 @@ def hold_backlog(connection: QueueConnection, queue: str, size: int) -> None:
         held = now
 
 
-def timed_claim(connection: QueueConnection, worker_id: str, queue: str, limit: int) -> float:
-    """Seconds of one limited claim of ``limit`` jobs of ``queue``, which must take them all;
-    they are then written back as completed (not timed)."""
+def timed_claim(
+    connection: QueueConnection,
+    path: operations.ClaimPath,
+    worker_id: str,
+    queue: str,
+    limit: int,
+) -> float:
+    """Seconds of one limited claim of ``limit`` jobs of ``queue``, which must take them all
+    (``path``: the claimer's reading of the claim needed, kept as a worker keeps it); they are
+    then written back as completed (not timed)."""
     started = time.perf_counter()
-    jobs, _ = operations.claim_counted(
-        connection,
-        worker_id,
-        [queue],
-        limit,
-        settings.VISIBILITY_TIMEOUT,
+    request = operations.ClaimRequest(
+        worker_id=worker_id,
+        limit=limit,
+        queues=[queue],
+        visibility_timeout=settings.VISIBILITY_TIMEOUT,
         reclaim=False,
-        controlled=True,
     )
+    jobs, _ = operations.claim(connection, request, path=path)
     seconds = time.perf_counter() - started
     if len(jobs) != limit:
         raise BenchError(f"A limited claim of {queue} took {len(jobs)} jobs, not {limit}")
