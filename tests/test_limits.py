@@ -76,13 +76,15 @@ def test_concurrency_limit_gives_each_running_job_its_own_place():
     created = [keyed.enqueue("control_probe", "t", 0).pk for _ in range(5)]
     claimed = Job.objects.claim("w1", limit=10)
     assert [j.pk for j in claimed] == created[:3]
-    places = sorted(Job.objects.filter(status="running").values_list("concurrency_slot", flat=True))
+    places = sorted(
+        Job.objects.filter(status="running").values_list("concurrency_place", flat=True)
+    )
     assert places == [0, 1, 2]
     assert Job.objects.claim("w2", limit=10) == []
     Job.objects.filter(pk=created[1]).update(status="completed")
     (next_job,) = Job.objects.claim("w2", limit=10)
     assert next_job.pk == created[3]
-    assert Job.objects.get(pk=next_job.pk).concurrency_slot == 1  # the place it freed
+    assert Job.objects.get(pk=next_job.pk).concurrency_place == 1  # the place it freed
 
 
 def test_a_queue_concurrency_limit_counts_every_worker():

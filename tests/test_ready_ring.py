@@ -235,7 +235,7 @@ def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
     assert (
         sorted(j.name for j in got) == ["tests.testapp.jobs.add"] + ["tests.testapp.jobs.noop"] * 2
     )
-    assert sorted(j.concurrency_slot for j in got if j.concurrency_key) == [0, 1]
+    assert sorted(j.concurrency_place for j in got if j.concurrency_key) == [0, 1]
 
 
 def test_a_job_committed_after_the_claim_began_is_claimed_not_dropped(other_connection):

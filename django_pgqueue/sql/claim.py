@@ -5,7 +5,7 @@
 * ``CLAIM_*``: runnable pending jobs, per queue in the order given, priority then run_after.
   A job with a concurrency key is skipped while another job with that key runs; the advisory
   lock keeps two concurrent claims from both taking the same key, and the partial unique
-  index ``pgqueue_job_running_per_key_slot`` (key, place 0 here) is the final word. Jobs with
+  index ``pgqueue_job_running_per_key_place`` (key, place 0 here) is the final word. Jobs with
   a rate limit are left to the limited claim (``sql.limits``), which also runs jobs with a
   ``concurrency_limit`` above one in their other places.
 * Every claim counts an attempt; a stale job that has used all its attempts goes ``dead``.
@@ -133,7 +133,7 @@ UPDATE {TABLE} j SET
     started_at = {_when_lost_for_good("j.started_at", "now()")},
     finished_at = {_when_lost_for_good("now()", "NULL")},
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = {PENDING} THEN 0 ELSE j.concurrency_slot END,
+    concurrency_place = CASE WHEN j.status = {PENDING} THEN 0 ELSE j.concurrency_place END,
     last_error = CASE WHEN j.status = {RUNNING} THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts

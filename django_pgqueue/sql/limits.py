@@ -12,7 +12,7 @@ statement otherwise), in one transaction of two statements:
 2. ``LIMITED_CLAIM_*`` picks runnable jobs of queues not paused, within every limit (of a
    job whose limits the first statement did not lock: none, as it came in between), and in
    the same statement records their starts in the rate windows and gives each keyed job a
-   free place (``concurrency_slot``) among its key's ``concurrency_limit``; the partial unique
+   free place (``concurrency_place``) among its key's ``concurrency_limit``; the partial unique
    index on (key, place) of running jobs refuses two jobs in one place whatever happens.
    It also puts back as many held rows of a limited queue as it took of the queue's ring rows
    (``sql.held``): the queue's backlog waits out of the ring, a few rows kept in it.
@@ -257,7 +257,7 @@ WITH window_room AS MATERIALIZED (
         SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
         WHERE NOT EXISTS (SELECT 1 FROM {TABLE} x WHERE x.status = {RUNNING}
                           AND x.concurrency_key = k.concurrency_key
-                          AND x.concurrency_slot = g.place)
+                          AND x.concurrency_place = g.place)
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
     ) p
 ), picked AS MATERIALIZED (
@@ -295,7 +295,7 @@ UPDATE {TABLE} j SET
     locked_by = %(worker)s,
     started_at = {_NOW},
     finished_at = NULL,
-    concurrency_slot = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """
