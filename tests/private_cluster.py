@@ -33,7 +33,8 @@ from scripts import pgdb
 from tests.utils import ROOT, manage, wait_until, worker_env
 
 DATABASE = "pgqueue_faults"
-# Low enough for a test to fill every slot ("too many clients"), high enough for the workers.
+# Low enough for a test to open every connection the server allows ("too many clients"), high
+# enough for the workers.
 MAX_CONNECTIONS = 30
 #: The application_name of the test process's own connections.
 TEST_APPLICATION = "test process"

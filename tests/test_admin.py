@@ -666,8 +666,8 @@ def test_dashboard_shows_each_queue_with_its_numbers(admin_client):
     assert html.count("Retry all dead jobs in this queue") == 1
     assert f"{RETRY_DEAD}?queue=emails" in html
     assert f"{CHANGELIST}?queue=emails&amp;status=dead" in html
-    # The chart: 60 minute slots, a completed bar, a failure bar (the dead job's last attempt).
-    assert html.count('class="pgqueue-bar-slot"') == 60
+    # The chart: 60 minutes, a completed bar, a failure bar (the dead job's last attempt).
+    assert html.count('class="pgqueue-bar-minute"') == 60
     assert 'class="pgqueue-bar-completed"' in html and 'class="pgqueue-bar-failed"' in html
     assert "Last hour: 2 completed, 1 failed attempt<" in html
     assert "<script" not in html.split('id="pgqueue-chart"')[1].split("</svg>")[0]

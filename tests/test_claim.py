@@ -97,7 +97,7 @@ def test_queues_are_claimed_in_the_order_given():
     jobs.noop.using(queue="ignored").enqueue()
     claimed = Job.objects.claim("w", queues=["emails", "default"], limit=10)
     assert [j.pk for j in claimed] == [email.pk, default.pk]
-    # One slot: the first queue wins even with a lower priority.
+    # One job: the first queue wins even with a lower priority.
     jobs.noop.using(priority=100).enqueue()
     jobs.noop.using(queue="emails", priority=-100).enqueue()
     [only] = Job.objects.claim("w", queues=["emails", "default"], limit=1)
