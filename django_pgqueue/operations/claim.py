@@ -89,7 +89,7 @@ def claim_counted(
     read it from the database (``None``: read it now, :func:`limited_claim_needed`). The
     limited claim leaves out paused queues and keeps every concurrency and rate limit; the
     plain one takes no rate-limited job and nothing while any queue has settings, so a stale
-    ``False`` delays jobs, never starts one a setting or limit holds back.
+    ``False`` delays jobs, never starts one a setting or limit keeps back.
     ``rate_limits=False`` (tests) starts rate-limited jobs whatever their windows say.
     """
     if controlled is None:
@@ -166,7 +166,7 @@ def claim_counted(
 
 def _reclaimed(job: Job) -> bool:
     """Whether the claim just took ``job`` from a worker that stopped heartbeating."""
-    # ``errors`` is history written by the queue, but a row written by hand may hold anything.
+    # ``errors`` is history written by the queue, but a row written by hand may contain anything.
     last = job.errors[-1] if isinstance(job.errors, list) and job.errors else None
     return (
         isinstance(last, dict)
@@ -181,7 +181,7 @@ _WORKER_LOST = "django_pgqueue.exceptions.WorkerLost"
 
 
 def locked_jobs(db: Database, worker_id: str) -> list[Job]:
-    """The running jobs ``worker_id`` holds."""
+    """The running jobs ``worker_id`` has in hand."""
     with db.cursor() as cursor:
         cursor.execute(sql.LOCKED_BY, [worker_id])
         rows = cursor.fetchall()
