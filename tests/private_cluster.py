@@ -6,7 +6,7 @@ unprivileged user when we are root) and listening on a free port of 127.0.0.1. O
 migrated once per session, holds the queue; every test starts with empty tables.
 
 The test process reaches it with plain psycopg connections (one per call, so a server restart
-never leaves the test holding a dead connection) and enqueues through ``operations``, the code
+never leaves the test with a dead connection) and enqueues through ``operations``, the code
 the application uses. Worker subprocesses reach it through libpq's ``PG*`` variables.
 """
 

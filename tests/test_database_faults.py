@@ -247,7 +247,7 @@ def test_a_claim_whose_answer_is_lost_hands_its_jobs_back_when_the_connection_re
 ):
     """The claim commits; the connection is cut before its answer reaches the worker (a real
     proxy swallows it). Back on a new connection, the worker hands the job it never knew it
-    held back to the queue, refunding the attempt, and runs it: no wait for the visibility
+    had in hand back to the queue, refunding the attempt, and runs it: no wait for the visibility
     timeout (an hour here), no ``WorkerLost`` attempt."""
     out = tmp_path / "out"
     queue = cluster_queue

@@ -25,7 +25,7 @@ bucket's start, ``counts``: its starts). A job may start while the starts counte
 fewer than ``starts``, so no window of ``period`` seconds ever holds more than ``starts``
 starts (a sliding window); a bucketed window may leave up to a hundredth of its rate unused.
 Start times are the claim statement's ``statement_timestamp()``, also written as the jobs'
-``started_at``. A job held back by a limit is not touched: no attempt spent, its place kept.
+``started_at``. A job a limit keeps waiting is not touched: no attempt spent, its place kept.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _running(column: str, value: str) -> str:
 
 
 # Candidates come from the ready ring (``sql.ready``), like the plain claim's, never from the
-# job table's indexes. Per row, so that jobs held back never fill the LIMIT: a job whose key,
+# job table's indexes. Per row, so that jobs kept waiting never fill the LIMIT: a job whose key,
 # queue or window is full is not a candidate at all.
 _FILTER = f"""
     r.slot >= 0 AND {not_paused("r.queue")}
