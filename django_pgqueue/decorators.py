@@ -141,10 +141,10 @@ class JobFunction[**P, R]:
             return []
         if self.spec.unique_key is not None:
             # Every job shares the key, so at most one is active: the first is enqueued (or the
-            # active holder of the key found) and every item gets that job's id.
-            holder = operations.insert(self._database(), self.spec, *payloads[0])
-            _warn_dropped_payloads(self.name, self.spec.unique_key, holder, payloads)
-            return [holder.pk] * len(payloads)
+            # active job using the key found) and every item gets that job's id.
+            job = operations.insert(self._database(), self.spec, *payloads[0])
+            _warn_dropped_payloads(self.name, self.spec.unique_key, job, payloads)
+            return [job.pk] * len(payloads)
         return operations.insert_many(self._database(), self.spec, payloads)
 
     @staticmethod
@@ -162,7 +162,7 @@ class DroppedPayloadsWarning(UserWarning):
 
 
 def _warn_dropped_payloads(
-    name: str, unique_key: str | None, holder: Job, payloads: Sequence[tuple[str, str]]
+    name: str, unique_key: str | None, job: Job, payloads: Sequence[tuple[str, str]]
 ) -> None:
     """Warn when items of a unique-key ``enqueue_many`` differ from the one job kept.
 
@@ -170,12 +170,12 @@ def _warn_dropped_payloads(
     are dropped silently are a bug waiting to happen: a warning, not an error, so existing
     callers keep working and tests (``-W error``) can make it fatal.
     """
-    kept = (holder.args, holder.kwargs)  # jsonb's key order: compare values, not texts
+    kept = (job.args, job.kwargs)  # jsonb's key order: compare values, not texts
     differing = [i for i, (a, k) in enumerate(payloads) if (json.loads(a), json.loads(k)) != kept]
     if differing:
         warnings.warn(
             f"enqueue_many of job {name!r} with unique_key {unique_key!r}: {len(differing)} of "
-            f"{len(payloads)} items have arguments that differ from the job kept (#{holder.pk}); "
+            f"{len(payloads)} items have arguments that differ from the job kept (#{job.pk}); "
             f"their arguments were dropped (first: item {differing[0]}). One active job per "
             "unique key: give each item its own key to enqueue them all.",
             DroppedPayloadsWarning,

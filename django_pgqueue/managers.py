@@ -64,7 +64,7 @@ class JobQuerySet(models.QuerySet["Job"]):
     def retry(self) -> list[int]:
         """Make the dead, cancelled and failed jobs among these runnable now, attempts reset.
 
-        Jobs whose unique key is held by another active job are left as they are.
+        Jobs whose unique key is in use by another active job are left as they are.
         Returns the ids changed. Workers are woken when the change commits.
         """
         from django_pgqueue import operations

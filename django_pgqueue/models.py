@@ -90,8 +90,8 @@ class Job(models.Model):
     concurrency_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Most running jobs with this concurrency key (NULL: 1)."
     )
-    concurrency_slot = models.PositiveSmallIntegerField(
-        default=0, db_default=0, help_text="Which of its key's concurrency_limit places it holds."
+    concurrency_place = models.PositiveSmallIntegerField(
+        default=0, db_default=0, help_text="Which of its key's concurrency_limit places it runs in."
     )
     rate_key = models.CharField(
         max_length=255, null=True, blank=True, help_text="The rate limit it counts against."
@@ -160,8 +160,8 @@ class Job(models.Model):
             # the plain claim's only place, 0).
             models.UniqueConstraint(
                 "concurrency_key",
-                "concurrency_slot",
-                name="pgqueue_job_running_per_key_slot",
+                "concurrency_place",
+                name="pgqueue_job_running_per_key_place",
                 condition=Q(concurrency_key__isnull=False, status=JobStatus.RUNNING),
             ),
             models.CheckConstraint(

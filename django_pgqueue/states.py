@@ -61,7 +61,7 @@ class QueueState(StrEnum):
     PAUSED = "paused"
 
 
-#: Jobs that still hold their unique key: waiting or being run.
+#: Jobs whose unique key is still in use: waiting or being run.
 ACTIVE: tuple[str, ...] = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
 #: Jobs that ended; they carry ``finished_at`` and are pruned after their retention.
 FINISHED: tuple[str, ...] = (

@@ -6,7 +6,7 @@ unprivileged user when we are root) and listening on a free port of 127.0.0.1. O
 migrated once per session, holds the queue; every test starts with empty tables.
 
 The test process reaches it with plain psycopg connections (one per call, so a server restart
-never leaves the test holding a dead connection) and enqueues through ``operations``, the code
+never leaves the test with a dead connection) and enqueues through ``operations``, the code
 the application uses. Worker subprocesses reach it through libpq's ``PG*`` variables.
 """
 
@@ -33,7 +33,8 @@ from scripts import pgdb
 from tests.utils import ROOT, manage, wait_until, worker_env
 
 DATABASE = "pgqueue_faults"
-# Low enough for a test to fill every slot ("too many clients"), high enough for the workers.
+# Low enough for a test to open every connection the server allows ("too many clients"), high
+# enough for the workers.
 MAX_CONNECTIONS = 30
 #: The application_name of the test process's own connections.
 TEST_APPLICATION = "test process"

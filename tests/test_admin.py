@@ -350,7 +350,7 @@ def test_running_jobs_cannot_be_deleted_from_their_page(admin_client):
 def test_retry_action_retries_dead_failed_and_cancelled_and_explains_the_rest(admin_client):
     dead, dead2, fail, cancelled = make("dead"), make("dead"), failed(), make("cancelled")
     running, done, fresh = make("running"), make("completed"), make("pending")
-    # Another active job holds the unique key of this dead one: retrying it would duplicate.
+    # Another active job uses the unique key of this dead one: retrying it would duplicate.
     blocked = make("dead", unique_key="k1")
     make("pending", unique_key="k1")
     selected = [dead, dead2, fail, cancelled, running, done, fresh, blocked]
@@ -369,7 +369,7 @@ def test_retry_action_retries_dead_failed_and_cancelled_and_explains_the_rest(ad
     assert f"#{running.pk} (running: a worker has it)" in skipped
     assert f"#{done.pk} (completed)" in skipped
     assert f"#{fresh.pk} (pending and never failed)" in skipped
-    assert f"#{blocked.pk} (another active job holds its unique key)" in skipped
+    assert f"#{blocked.pk} (its unique key is in use by another active job)" in skipped
     # Pending jobs show in the list the action redirected to.
     pending = listed_ids(admin_client.get(CHANGELIST, {"status": "pending"}))
     assert {dead.pk, dead2.pk, fail.pk, cancelled.pk} <= set(pending)
@@ -666,8 +666,8 @@ def test_dashboard_shows_each_queue_with_its_numbers(admin_client):
     assert html.count("Retry all dead jobs in this queue") == 1
     assert f"{RETRY_DEAD}?queue=emails" in html
     assert f"{CHANGELIST}?queue=emails&amp;status=dead" in html
-    # The chart: 60 minute slots, a completed bar, a failure bar (the dead job's last attempt).
-    assert html.count('class="pgqueue-bar-slot"') == 60
+    # The chart: 60 minutes, a completed bar, a failure bar (the dead job's last attempt).
+    assert html.count('class="pgqueue-bar-minute"') == 60
     assert 'class="pgqueue-bar-completed"' in html and 'class="pgqueue-bar-failed"' in html
     assert "Last hour: 2 completed, 1 failed attempt<" in html
     assert "<script" not in html.split('id="pgqueue-chart"')[1].split("</svg>")[0]
@@ -708,7 +708,7 @@ def test_retry_dead_in_one_queue_asks_then_retries(admin_client):
     ids = ", ".join(f"#{j.pk}" for j in emails)
     retried = f"Retried 2 jobs (every dead job of queue “emails”), now pending and runnable: {ids}."
     assert retried in text
-    assert f"Skipped 1 job: #{blocked.pk} (another active job holds its unique key)." in text
+    assert f"Skipped 1 job: #{blocked.pk} (its unique key is in use by another active job)." in text
 
 
 def test_retry_dead_without_a_queue_goes_back(admin_client):

@@ -41,7 +41,7 @@ def test_a_claimed_job_holds_the_claimed_columns_and_defers_the_others():
     assert (claimed.pk, claimed.priority, claimed._state.adding) == (created.pk, 3, False)
     assert claimed._state.db == "default"
     # A deferred field still reads the row, as Django's deferred loading does.
-    assert claimed.concurrency_slot == row.concurrency_slot
+    assert claimed.concurrency_place == row.concurrency_place
 
 
 def test_concurrent_claims_receive_every_job_exactly_once():
@@ -97,7 +97,7 @@ def test_queues_are_claimed_in_the_order_given():
     jobs.noop.using(queue="ignored").enqueue()
     claimed = Job.objects.claim("w", queues=["emails", "default"], limit=10)
     assert [j.pk for j in claimed] == [email.pk, default.pk]
-    # One slot: the first queue wins even with a lower priority.
+    # One job: the first queue wins even with a lower priority.
     jobs.noop.using(priority=100).enqueue()
     jobs.noop.using(queue="emails", priority=-100).enqueue()
     [only] = Job.objects.claim("w", queues=["emails", "default"], limit=1)

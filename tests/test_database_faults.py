@@ -151,11 +151,11 @@ def test_a_worker_started_while_the_server_is_down_waits_for_it(
     )
 
 
-def _fill(cluster: PrivateCluster, held: list[psycopg.Connection]) -> bool:
+def _fill(cluster: PrivateCluster, opened: list[psycopg.Connection]) -> bool:
     """Open connections until the server refuses one; True if it said "too many clients"."""
     while True:
         try:
-            held.append(cluster.connect())
+            opened.append(cluster.connect())
         except psycopg.OperationalError as exc:
             return "too many clients" in str(exc)
 
@@ -163,26 +163,26 @@ def _fill(cluster: PrivateCluster, held: list[psycopg.Connection]) -> bool:
 def test_the_worker_waits_out_a_full_connection_table(private_cluster, cluster_queue, tmp_path):
     out = tmp_path / "out"
     proc = start_worker("--threads", "2", env=private_cluster.env(**WORKER_ENV))
-    held: list[psycopg.Connection] = []
+    opened: list[psycopg.Connection] = []
     try:  # the worker is stopped whatever fails: left running, it would take later tests' jobs
         try:
             cluster_queue.enqueue_many(jobs.record, [(str(out), f"before-{i}") for i in range(5)])
             wait_for_statuses(cluster_queue, Counter({"completed": 5}))
-            # Take every slot, then cut the worker's connections: its reconnects find none
-            # free. (Terminated backends free their slots a moment after they leave
-            # pg_stat_activity: keep taking them until a round finds none to take.)
-            assert _fill(private_cluster, held)
-            queue = ClusterQueue(private_cluster, pinned=held[0])
+            # Open every connection the server allows, then cut the worker's: its reconnects
+            # find none free. (Terminated backends free theirs a moment after they leave
+            # pg_stat_activity: keep opening them until a round finds none to open.)
+            assert _fill(private_cluster, opened)
+            queue = ClusterQueue(private_cluster, pinned=opened[0])
 
             quiet_looks = 0
 
             def worker_refused() -> bool:
                 """The worker was refused a connection, and two looks in a row found it
-                holding none (one still starting up shows at the second) and no slot freed."""
+                with none (one still starting up shows at the second) and none freed."""
                 nonlocal quiet_looks
-                before = len(held)
-                _fill(private_cluster, held)
-                if queue.terminate_workers() or len(held) != before:
+                before = len(opened)
+                _fill(private_cluster, opened)
+                if queue.terminate_workers() or len(opened) != before:
                     quiet_looks = 0
                     return False
                 quiet_looks += 1
@@ -194,7 +194,7 @@ def test_the_worker_waits_out_a_full_connection_table(private_cluster, cluster_q
             assert proc.poll() is None, output(proc)
             assert queue.statuses()["completed"] == 5, output(proc)
         finally:
-            for conn in held:
+            for conn in opened:
                 conn.close()
         cluster_queue.enqueue_many(jobs.record, [(str(out), f"after-{i}") for i in range(5)])
         wait_for_statuses(cluster_queue, Counter({"completed": 15}))
@@ -247,7 +247,7 @@ def test_a_claim_whose_answer_is_lost_hands_its_jobs_back_when_the_connection_re
 ):
     """The claim commits; the connection is cut before its answer reaches the worker (a real
     proxy swallows it). Back on a new connection, the worker hands the job it never knew it
-    held back to the queue, refunding the attempt, and runs it: no wait for the visibility
+    had in hand back to the queue, refunding the attempt, and runs it: no wait for the visibility
     timeout (an hour here), no ``WorkerLost`` attempt."""
     out = tmp_path / "out"
     queue = cluster_queue

@@ -296,7 +296,7 @@ def test_two_functions_cannot_share_a_name():
         def impostor(a: int, b: int) -> int:
             return a - b
 
-    # Says who holds the name and who wanted it, in words: no internal reprs.
+    # Says who has the name and who wanted it, in words: no internal reprs.
     assert str(raised.value) == (
         "Job name 'tests.testapp.jobs.add' is already taken by the job function "
         "tests.testapp.jobs.add, so the job function "

@@ -149,8 +149,8 @@ def test_retry_dead_jobs_resets_attempts_and_makes_them_runnable():
 def test_retry_leaves_a_job_whose_unique_key_is_taken():
     dead = jobs.always_fails.using(max_attempts=1, unique_key="once").enqueue()
     drain()
-    holder = jobs.always_fails.using(unique_key="once").enqueue()
-    assert holder.pk != dead.pk
+    active = jobs.always_fails.using(unique_key="once").enqueue()
+    assert active.pk != dead.pk
     assert Job.objects.filter(pk=dead.pk).retry() == []
     assert Job.objects.get(pk=dead.pk).status == "dead"
 

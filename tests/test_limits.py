@@ -38,14 +38,14 @@ def test_limits_are_checked_before_anything_is_written():
     assert not Queue.objects.exists()
 
 
-def test_a_held_back_job_keeps_its_place_and_spends_no_attempt():
+def test_a_job_kept_waiting_keeps_its_place_and_spends_no_attempt():
     ids = [jobs.charge.enqueue(i).pk for i in range(15)]
     assert RateWindow.objects.get(pk="key:stripe").starts == 10
     first = Job.objects.claim("w1", limit=100)
     assert [j.pk for j in first] == ids[:10]  # the first ten, in order
     assert Job.objects.claim("w2", limit=100) == []  # the window is full
-    held = Job.objects.filter(pk__in=ids[10:])
-    assert set(held.values_list("status", "attempts")) == {("pending", 0)}
+    waiting = Job.objects.filter(pk__in=ids[10:])
+    assert set(waiting.values_list("status", "attempts")) == {("pending", 0)}
     Job.objects.filter(pk__in=ids[:10]).update(status="completed")
     with connection.cursor() as cursor:  # a second later, as far as the window knows
         cursor.execute(
@@ -76,13 +76,15 @@ def test_concurrency_limit_gives_each_running_job_its_own_place():
     created = [keyed.enqueue("control_probe", "t", 0).pk for _ in range(5)]
     claimed = Job.objects.claim("w1", limit=10)
     assert [j.pk for j in claimed] == created[:3]
-    places = sorted(Job.objects.filter(status="running").values_list("concurrency_slot", flat=True))
+    places = sorted(
+        Job.objects.filter(status="running").values_list("concurrency_place", flat=True)
+    )
     assert places == [0, 1, 2]
     assert Job.objects.claim("w2", limit=10) == []
     Job.objects.filter(pk=created[1]).update(status="completed")
     (next_job,) = Job.objects.claim("w2", limit=10)
     assert next_job.pk == created[3]
-    assert Job.objects.get(pk=next_job.pk).concurrency_slot == 1  # the place it freed
+    assert Job.objects.get(pk=next_job.pk).concurrency_place == 1  # the place it freed
 
 
 def test_a_queue_concurrency_limit_counts_every_worker():
@@ -215,8 +217,8 @@ def test_a_bucketed_rate_limit_holds_in_every_window():
 
 
 def test_a_claim_waits_only_for_the_limits_it_counts(other_connection):
-    """A claim locks the limits of its candidates only: while another transaction holds queue
-    "a"'s, a claim of queue "b" goes ahead (every limited claim once took every limit's
+    """A claim locks the limits of its candidates only: while another transaction has queue
+    "a"'s locked, a claim of queue "b" goes ahead (every limited claim once took every limit's
     lock, so claims of unrelated limits waited on each other)."""
     limit_queue("a", rate_limit="10/s")
     limit_queue("b", rate_limit="10/s")

@@ -60,7 +60,7 @@ def test_a_paused_queues_jobs_are_parked_wherever_they_come_from_and_go_back_on_
     waiting = jobs.noop.using(queue="reports").enqueue_many([()] * 5)
     soon = timezone.now() + timedelta(seconds=2)
     scheduled_id = jobs.noop.using(queue="reports", run_after=soon).enqueue().pk
-    [held] = Job.objects.claim("w", queues=["reports"])  # running when the queue is paused
+    [running] = Job.objects.claim("w", queues=["reports"])  # running when the queue is paused
     jobs.noop.enqueue_many([()] * 3)
     pause_queue("reports")
     assert rows_by_queue() == {
@@ -72,7 +72,7 @@ def test_a_paused_queues_jobs_are_parked_wherever_they_come_from_and_go_back_on_
     # Enqueued while paused; handed back while paused; a scheduled one falling due: their
     # rows are placed in the ring, and the upkeep parks them.
     added = jobs.noop.using(queue="reports").enqueue().pk
-    assert operations.release(db(), "w", [held.pk]) == {held.pk}
+    assert operations.release(db(), "w", [running.pk]) == {running.pk}
     wait_until(lambda: operations.promote(db()) == 1)
     assert rows_by_queue() == {
         ("reports", "parked"): 4,
@@ -165,11 +165,11 @@ def test_a_worker_parks_a_paused_queues_new_jobs_and_runs_those_a_race_left_park
     pause_queue("reports")
     proc = start_worker("--threads", "2", env=worker_env())
     try:
-        held = jobs.record.using(queue="reports").enqueue_many([(str(out), "held")] * 5)
-        wait_until(lambda: rows_by_queue() == {("reports", "parked"): len(held)})
+        parked = jobs.record.using(queue="reports").enqueue_many([(str(out), "parked")] * 5)
+        wait_until(lambda: rows_by_queue() == {("reports", "parked"): len(parked)})
         jobs.record.enqueue(str(out), "default")
         wait_until(lambda: Job.objects.filter(queue="default", status="completed").exists())
-        assert Job.objects.filter(queue="reports", status="pending").count() == len(held)
+        assert Job.objects.filter(queue="reports", status="pending").count() == len(parked)
         # Parked again by an upkeep racing the resume: the worker puts them back and runs them.
         pause_queue("reports")
         park_across_a_resume(other_connection)
@@ -177,7 +177,7 @@ def test_a_worker_parks_a_paused_queues_new_jobs_and_runs_those_a_race_left_park
     finally:
         text = stop(proc)
     words = sorted(line.split()[0] for line in out.read_text().splitlines())
-    assert words == ["default"] + ["held"] * len(held), text
+    assert words == ["default"] + ["parked"] * len(parked), text
 
 
 def test_ready_rows_of_paused_queues_are_parked_through_the_migration_and_back():

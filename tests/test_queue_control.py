@@ -78,16 +78,16 @@ def test_workers_stop_claiming_a_paused_queue_until_it_is_resumed(tmp_path: Path
         pause_queue("emails")
         # Both processes have read it (each says so once).
         wait_until(lambda: output(proc).count("paused: emails") == 2)
-        held = jobs.record.using(queue="emails").enqueue_many(
+        paused = jobs.record.using(queue="emails").enqueue_many(
             [(str(out), f"emails-{i}") for i in range(10)]
         )
         free = jobs.record.enqueue_many([(str(out), f"default-{i}") for i in range(5)])
         wait_until(lambda: statuses("default") == Counter(completed=len(free)))
         time.sleep(3)  # the workers are busy and awake: 3 s without a claim of "emails"
-        assert statuses("emails") == Counter(pending=len(held))
+        assert statuses("emails") == Counter(pending=len(paused))
         assert not Job.objects.filter(queue="emails", attempts__gt=0).exists()
         resume_queue("emails")
-        wait_until(lambda: statuses("emails") == Counter(completed=len(held)))
+        wait_until(lambda: statuses("emails") == Counter(completed=len(paused)))
     finally:
         text = stop(proc)
     lines = out.read_text().split("\n")

@@ -98,7 +98,7 @@ def test_retried_and_released_jobs_get_their_ready_rows_back(queue_connection):
 def test_a_pinned_horizon_leaves_the_claim_path_bounded(
     other_connection, queue_connection, controlled
 ):
-    """A second connection holds an XID (idle in transaction) while three slots' worth of jobs
+    """A second connection keeps an XID (idle in transaction) while three slots' worth of jobs
     are enqueued, claimed and finished: the slots left behind are truncated anyway, so the
     ring's size stays that of a few slots, while the job table's own claim index grows. The
     limited claim (some queue paused) reads the ring the same way."""
@@ -121,7 +121,7 @@ def test_a_pinned_horizon_leaves_the_claim_path_bounded(
                 "SELECT state, backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = %s",
                 [other_connection.connection.info.backend_pid],
             )
-            assert cursor.fetchone() == ("idle in transaction", True), "the holder held on"
+            assert cursor.fetchone() == ("idle in transaction", True), "the XID is still open"
 
         # Every slot but the one being written was truncated: empty, no pages at all.
         with connection.cursor() as cursor:
@@ -237,7 +237,7 @@ def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
     assert (
         sorted(j.name for j in got) == ["tests.testapp.jobs.add"] + ["tests.testapp.jobs.noop"] * 2
     )
-    assert sorted(j.concurrency_slot for j in got if j.concurrency_key) == [0, 1]
+    assert sorted(j.concurrency_place for j in got if j.concurrency_key) == [0, 1]
 
 
 def test_a_job_committed_after_the_claim_began_is_claimed_not_dropped(other_connection):
@@ -280,7 +280,7 @@ def test_the_idle_wake_up_reads_the_ring(queue_connection, queues, controlled):
 
 
 def test_an_idle_worker_promotes_only_for_scheduled_jobs(queue_connection):
-    """A ring row the claim could not take (held, or waiting for its key) is claimed by a
+    """A ring row the claim could not take (locked, or waiting for its key) is claimed by a
     plain claim; only a scheduled job, due, calls for the upkeep that promotes it."""
     from django_pgqueue.worker.claims import BLOCKED_RECHECK, Claimer
 

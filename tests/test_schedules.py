@@ -360,7 +360,7 @@ def test_pgqueue_status_shows_the_schedules_as_a_table_and_json():
 
 def test_a_worker_dying_mid_firing_neither_loses_nor_doubles_the_tick():
     """Worker A locks the due schedule and inserts the tick's job, then its session dies before
-    committing (its backend is terminated). While A holds the row, another firing skips it
+    committing (its backend is terminated). While A has the row locked, another firing skips it
     (no double); once A is gone its job is rolled back and the tick fires once."""
     from django_pgqueue.sql import schedules as sql
 

@@ -201,7 +201,7 @@ def claim_and_finish_all(db: Any, *, queues: list[str] | None = None) -> None:
 def truncated_once_inserts_move_past(slot: int) -> None:
     """Enqueue and run (through a worker's connection, with the upkeep) a ring slot's worth of
     other jobs, so the inserts move past ring slot ``slot``; then it must be recycled: its
-    file truncated to nothing, whatever it held that could wait."""
+    file truncated to nothing, whatever it contained that could wait."""
     from django_pgqueue import operations
     from django_pgqueue.sql import ready
     from django_pgqueue.worker.connection import QueueConnection

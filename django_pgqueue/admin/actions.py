@@ -140,7 +140,7 @@ class JobActions(JobAdminBase):
                 Skip("running: a worker has it", Q(status=JobStatus.RUNNING)),
                 Skip(JobStatus.COMPLETED.value, Q(status=JobStatus.COMPLETED)),
                 Skip("pending and never failed", Q(status=JobStatus.PENDING, attempts=0)),
-                Skip("another active job holds its unique key", RETRYABLE_Q),
+                Skip("its unique key is in use by another active job", RETRYABLE_Q),
             ],
         )
 
@@ -273,6 +273,6 @@ class JobActions(JobAdminBase):
         self._skipped(
             request,
             dead.exclude(pk__in=ids),
-            [Skip("another active job holds its unique key", Q(status=JobStatus.DEAD))],
+            [Skip("its unique key is in use by another active job", Q(status=JobStatus.DEAD))],
         )
         return HttpResponseRedirect(self.admin_url("dashboard"))

@@ -51,7 +51,7 @@ class JobAdminBase(_ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         if obj is not None and obj.status == JobStatus.RUNNING:
-            return False  # a worker holds it
+            return False  # a worker has it in hand
         return super().has_delete_permission(request, obj)
 
     # ----- pages ----------------------------------------------------------------------------

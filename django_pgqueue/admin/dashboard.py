@@ -115,7 +115,7 @@ def throughput_chart(minutes: list[stats.Minute], capped: bool = False) -> Chart
     """Stacked bars (completed, failed) per minute, as coordinates for an inline SVG."""
     peak = max((m.completed + m.failed for m in minutes), default=0)
     scale = (CHART_HEIGHT - 4) / peak if peak else 0.0
-    slot = CHART_WIDTH / max(len(minutes), 1)
+    step = CHART_WIDTH / max(len(minutes), 1)  # the width of a minute
     bars = []
     for i, m in enumerate(minutes):
         done_h = m.completed * scale
@@ -127,7 +127,7 @@ def throughput_chart(minutes: list[stats.Minute], capped: bool = False) -> Chart
         local = timezone.localtime(m.start)
         bars.append(
             Bar(
-                x=round(i * slot + 1, 2),
+                x=round(i * step + 1, 2),
                 completed_y=round(CHART_HEIGHT - done_h, 2),
                 completed_height=round(done_h, 2),
                 failed_y=round(CHART_HEIGHT - done_h - fail_h, 2),
@@ -144,6 +144,6 @@ def throughput_chart(minutes: list[stats.Minute], capped: bool = False) -> Chart
         peak=peak,
         completed=sum(m.completed for m in minutes),
         failed=sum(m.failed for m in minutes),
-        bar_width=round(max(slot - 2, 1), 2),
+        bar_width=round(max(step - 2, 1), 2),
         capped=capped,
     )

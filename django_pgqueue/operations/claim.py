@@ -66,7 +66,7 @@ class ClaimPath:
     :meth:`changed` (a NOTIFY said the queues' settings changed). A reading that has gone stale
     is safe: the plain claim takes no rate-limited job and nothing at all while any queue has
     settings, so it delays such jobs until the next reading, never starts one a setting or a
-    limit holds back.
+    limit keeps back.
     """
 
     def __init__(self, max_age: float) -> None:
@@ -189,7 +189,7 @@ def claim(
 
 def _reclaimed(job: Job) -> bool:
     """Whether the claim just took ``job`` from a worker that stopped heartbeating."""
-    # ``errors`` is history written by the queue, but a row written by hand may hold anything.
+    # ``errors`` is history written by the queue, but a row written by hand may contain anything.
     last = job.errors[-1] if isinstance(job.errors, list) and job.errors else None
     return (
         isinstance(last, dict)
@@ -204,7 +204,7 @@ _WORKER_LOST = "django_pgqueue.exceptions.WorkerLost"
 
 
 def locked_jobs(db: Database, worker_id: str) -> list[Job]:
-    """The running jobs ``worker_id`` holds."""
+    """The running jobs ``worker_id`` has in hand."""
     with db.cursor() as cursor:
         cursor.execute(sql.LOCKED_BY, [worker_id])
         rows = cursor.fetchall()

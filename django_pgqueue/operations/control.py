@@ -55,7 +55,7 @@ def _wake(jobs: QuerySet[Job], ids: list[int]) -> None:
 def retry(jobs: QuerySet[Job]) -> list[int]:
     """Make the dead, cancelled and failed jobs among ``jobs`` runnable now, attempts reset.
 
-    Jobs whose unique key is held by another active job are left as they are.
+    Jobs whose unique key is in use by another active job are left as they are.
     """
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,

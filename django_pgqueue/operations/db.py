@@ -49,7 +49,7 @@ class Database(Protocol):
 
     def transaction(self) -> AbstractContextManager[Any]:
         """A real transaction, also on the worker's autocommit connection (whose ``atomic``
-        adds nothing to its one-statement operations): row locks held until it ends."""
+        adds nothing to its one-statement operations): row locks kept until it ends."""
 
 
 class DjangoDatabase:

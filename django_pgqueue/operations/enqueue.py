@@ -28,14 +28,14 @@ FEW_MAX = 100
 #: deduplicated)``. Empty unless :func:`django_pgqueue.testing.capture_jobs` is listening.
 Observer = Callable[[JobSpec, str, str, int, "datetime | None", bool], None]
 observers: list[Observer] = []
-# How often an INSERT is tried again when the holder of its unique key finished in between.
+# How often an INSERT is tried again when the job using its unique key finished in between.
 _UNIQUE_RETRIES = 3
 
 
 def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job:
     """INSERT one job in the current transaction of ``db``; one round trip.
 
-    With a ``unique_key`` already held by a pending or running job of the same queue, nothing
+    With a ``unique_key`` already in use by a pending or running job of the same queue, nothing
     is inserted and that job is returned with ``deduplicated = True``.
     """
     from django_pgqueue.models import Job
@@ -96,7 +96,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                 for observe in observers:
                     observe(spec, args_json, kwargs_json, existing.pk, existing.run_after, True)
                 return existing
-            # The holder finished between our INSERT and SELECT: insert again.
+            # The job using the key finished between our INSERT and SELECT: insert again.
     raise RuntimeError(f"Could not enqueue job {spec.name!r} with unique key {spec.unique_key!r}")
 
 

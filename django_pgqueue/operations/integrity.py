@@ -77,7 +77,7 @@ class Repaired:
 
 def repair(db: Database, *, batch: int = REPAIR_BATCH) -> Repaired:
     """Restore the invariants: each pending job gets exactly the ready row it should have, and
-    rows of jobs gone or not pending are deleted. Safe while workers claim: a job a claim holds
+    rows of jobs gone or not pending are deleted. Safe while workers claim: a job a claim has locked
     is left alone (``SKIP LOCKED``), so nothing runs twice and nothing is lost. Idempotent.
 
     The id space is repaired a range at a time (``sql.REPAIR_RANGE`` ids), as the workers' rounds

@@ -50,14 +50,14 @@ def heartbeat(db: Database, worker_id: str, job_ids: Sequence[int]) -> tuple[set
 
 
 def cancel_requested(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
-    """Of the running jobs ``worker_id`` holds, the ids asked to stop."""
+    """Of the running jobs ``worker_id`` has in hand, the ids asked to stop."""
     with db.cursor() as cursor:
         cursor.execute(control_sql.CANCEL_REQUESTED, [list(job_ids), worker_id])
         return {row[0] for row in cursor.fetchall()}
 
 
 def save_progress(db: Database, worker_id: str, progress: dict[int, str]) -> None:
-    """Store the latest progress (JSON text by job id) of running jobs ``worker_id`` holds."""
+    """Store the latest progress (JSON text by job id) of running jobs ``worker_id`` has in hand."""
     document = "{" + ",".join(f'"{job_id}":{text}' for job_id, text in progress.items()) + "}"
     with db.cursor() as cursor:
         cursor.execute(control_sql.SET_PROGRESS, [document, worker_id])
@@ -103,7 +103,7 @@ def finish(
     worker reclaimed it): its outcome is dropped, not written over the new owner's.
 
     When the statement fails for a reason other than the connection (PostgreSQL refused a value
-    in it), the outcomes are written one by one, so one bad outcome never holds up the others;
+    in it), the outcomes are written one by one, so one bad outcome never delays the others;
     an outcome refused alone is replaced by a dead outcome saying why. Connection errors are
     raised: the caller keeps the outcomes and writes them once it is back.
     """
@@ -201,7 +201,7 @@ def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
 
 
 def release_unknown(db: Database, worker_id: str, known_ids: Sequence[int]) -> set[int]:
-    """Hand back, as :func:`release` does, every job the database shows ``worker_id`` holding
+    """Hand back, as :func:`release` does, every job the database shows in ``worker_id``'s hand
     but ``known_ids``: after a lost connection, the jobs of a claim that committed while its
     answer was lost. Left alone, they would stay ``running`` until the visibility timeout."""
     with db.cursor() as cursor:
@@ -212,7 +212,7 @@ def release_unknown(db: Database, worker_id: str, known_ids: Sequence[int]) -> s
 class NextRun(NamedTuple):
     """What an idle worker waits for (:func:`next_run_after`)."""
 
-    #: A ready row of the queues waits in the ring: runnable now, but held by another claim
+    #: A ready row of the queues waits in the ring: runnable now, but locked by another claim
     #: or waiting for its concurrency key.
     ready: bool
     #: The earliest run_after of a scheduled job (None: none). It becomes claimable once a

@@ -155,7 +155,7 @@ def run_schedule_now(db: Database, schedule: Schedule) -> Job:
         ids = _insert_ticks(cursor, schedule.pk, schedule.job, [None])
     if not ids:
         spec = registry.spec_for(schedule.job)
-        holder = (
+        existing = (
             Job.objects.using(db.alias)
             .filter(
                 queue=schedule.queue or spec.resolved_queue,
@@ -164,14 +164,14 @@ def run_schedule_now(db: Database, schedule: Schedule) -> Job:
             )
             .first()
         )
-        if holder is not None:
-            holder.deduplicated = True
-            return holder
+        if existing is not None:
+            existing.deduplicated = True
+            return existing
         raise RuntimeError(f"Could not enqueue a run of schedule {schedule.name!r}")
     return Job.objects.using(db.alias).get(pk=ids[0])
 
 
 def lock_schedule_sync(db: Database) -> None:
-    """Wait for any other sync of code declarations; held until the transaction ends."""
+    """Wait for any other sync of code declarations; the lock lasts until the transaction ends."""
     with db.cursor() as cursor:
         cursor.execute(sql.SYNC_LOCK)

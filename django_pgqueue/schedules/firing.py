@@ -69,7 +69,7 @@ class ScheduleFirer:
             self.due_at = look_again
         else:
             wait = (fired.next_due - fired.now).total_seconds()
-            if wait <= 0:  # due, but another worker holds it (or more than a batch were due)
+            if wait <= 0:  # due, but another worker has it locked (or more than a batch were due)
                 wait = 0.0 if fired.schedules >= operations.FIRE_BATCH else LOCKED_RECHECK
             self.due_at = min(look_again, now + wait)
         return fired.enqueued

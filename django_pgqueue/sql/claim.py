@@ -5,7 +5,7 @@
 * ``CLAIM_*``: runnable pending jobs, per queue in the order given, priority then run_after.
   A job with a concurrency key is skipped while another job with that key runs; the advisory
   lock keeps two concurrent claims from both taking the same key, and the partial unique
-  index ``pgqueue_job_running_per_key_slot`` (key, place 0 here) is the final word. Jobs with
+  index ``pgqueue_job_running_per_key_place`` (key, place 0 here) is the final word. Jobs with
   a rate limit are left to the limited claim (``sql.limits``), which also runs jobs with a
   ``concurrency_limit`` above one in their other places.
 * Every claim counts an attempt; a stale job that has used all its attempts goes ``dead``.
@@ -21,7 +21,7 @@ from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
 # jobs are the limited claim's (``sql.limits``), and so is everything while some queue has
 # settings (paused or limited): whoever runs this statement, it never starts a job a setting
-# holds back (a worker that has not heard of a new setting yet waits for it instead). One
+# keeps back (a worker that has not heard of a new setting yet waits for it instead). One
 # probe of ``pgqueue_queue`` per claim (an InitPlan): per row, it cost 0.45 ms a claim.
 _FRESH_FILTER = f"""
     r.slot >= 0 AND r.rate_key IS NULL
@@ -74,7 +74,7 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
 # Runnable pending jobs, at most one per concurrency key; their ready rows are deleted.
 # A candidate is a ring row whose job is pending, due, agrees with it and is not locked
 # (:func:`job_of_row`): a row that disagrees, whose job is gone, or whose job row another
-# transaction holds (an operator's ``select_for_update()``) is stepped over, never the end of
+# transaction has locked (an operator's ``select_for_update()``) is stepped over, never the end of
 # the claim (docs/storage.md, S4). Two rows of one job (S1 violated) run it once: both go.
 _PICK_FRESH = f"""
 WITH fresh AS MATERIALIZED ({{fresh}}
@@ -133,7 +133,7 @@ UPDATE {TABLE} j SET
     started_at = {_when_lost_for_good("j.started_at", "now()")},
     finished_at = {_when_lost_for_good("now()", "NULL")},
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = {PENDING} THEN 0 ELSE j.concurrency_slot END,
+    concurrency_place = CASE WHEN j.status = {PENDING} THEN 0 ELSE j.concurrency_place END,
     last_error = CASE WHEN j.status = {RUNNING} THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts
@@ -160,7 +160,7 @@ RECLAIM_NAMED_QUEUES = _CLAIM.format(
 #: The database's clock, for where the next stale-job scan starts.
 DATABASE_NOW = "SELECT now()"
 
-#: The jobs a worker holds (claimed, running), e.g. when its process died.
+#: The jobs a worker has in hand (claimed, running), e.g. when its process died.
 LOCKED_BY = f"""
 SELECT {job_columns("j")} FROM {TABLE} j WHERE status = {RUNNING} AND locked_by = %s
 """

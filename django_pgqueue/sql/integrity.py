@@ -105,10 +105,10 @@ VIOLATIONS = f"WITH {_RANGE}\n" + "\nUNION ALL\n".join(
     )
 )
 
-#: The repair rounds' position, shared by every worker (``0014_repair_position``): the number of the
-#: next range, each range being ``REPAIR_RANGE`` ids from ``number * REPAIR_RANGE``. A sequence,
-#: so taking a range neither blocks nor waits for a commit, and workers split the id space
-#: between them. Not derived from the job table and not truth: losing it costs one pass.
+#: The repair rounds' position, shared by every worker (``0015_repair_position``): the number
+#: of the next range, a range being the ``REPAIR_RANGE`` ids from ``number * REPAIR_RANGE``. A
+#: sequence, so taking a range neither blocks nor waits for a commit, and workers split the id
+#: space between them. Not derived from the job table and not truth: losing it costs a pass.
 REPAIR_POSITION = "pgqueue_repair_position"
 
 #: The numbers of the next ``%(count)s`` ranges, and the newest job id (None: no jobs).

@@ -12,7 +12,7 @@ statement otherwise), in one transaction of two statements:
 2. ``LIMITED_CLAIM_*`` picks runnable jobs of queues not paused, within every limit (of a
    job whose limits the first statement did not lock: none, as it came in between), and in
    the same statement records their starts in the rate windows and gives each keyed job a
-   free place (``concurrency_slot``) among its key's ``concurrency_limit``; the partial unique
+   free place (``concurrency_place``) among its key's ``concurrency_limit``; the partial unique
    index on (key, place) of running jobs refuses two jobs in one place whatever happens.
    It also puts back as many held rows of a limited queue as it took of the queue's ring rows
    (``sql.held``): the queue's backlog waits out of the ring, a few rows kept in it.
@@ -25,7 +25,7 @@ bucket's start, ``counts``: its starts). A job may start while the starts counte
 fewer than ``starts``, so no window of ``period`` seconds ever holds more than ``starts``
 starts (a sliding window); a bucketed window may leave up to a hundredth of its rate unused.
 Start times are the claim statement's ``statement_timestamp()``, also written as the jobs'
-``started_at``. A job held back by a limit is not touched: no attempt spent, its place kept.
+``started_at``. A job a limit keeps waiting is not touched: no attempt spent, its place kept.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _running(column: str, value: str) -> str:
 
 
 # Candidates come from the ready ring (``sql.ready``), like the plain claim's, never from the
-# job table's indexes. Per row, so that jobs held back never fill the LIMIT: a job whose key,
+# job table's indexes. Per row, so that jobs kept waiting never fill the LIMIT: a job whose key,
 # queue or window is full is not a candidate at all.
 _FILTER = f"""
     r.slot >= 0 AND {not_paused("r.queue")}
@@ -257,7 +257,7 @@ WITH window_room AS MATERIALIZED (
         SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
         WHERE NOT EXISTS (SELECT 1 FROM {TABLE} x WHERE x.status = {RUNNING}
                           AND x.concurrency_key = k.concurrency_key
-                          AND x.concurrency_slot = g.place)
+                          AND x.concurrency_place = g.place)
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
     ) p
 ), picked AS MATERIALIZED (
@@ -295,7 +295,7 @@ UPDATE {TABLE} j SET
     locked_by = %(worker)s,
     started_at = {_NOW},
     finished_at = NULL,
-    concurrency_slot = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """

@@ -106,7 +106,7 @@ RETURNING j.id
 
 #: Claimed jobs handed back unstarted, without spending an attempt: these ids.
 RELEASE = _release(f"j.id = ANY(%s) AND {_IS_RUNNING}")
-#: The same for every running job the worker holds but these ids: after a lost connection,
+#: The same for every running job the worker has in hand but these ids: after a lost connection,
 #: the jobs of a claim that committed while its answer was lost (the worker never knew of
 #: them). Through the partial index on running jobs, whatever the size of the history: a
 #: statement made once per reconnection, not per claim.
@@ -114,7 +114,7 @@ RELEASE_UNKNOWN = _release(f"NOT (j.id = ANY(%s)) AND j.status = {RUNNING}")
 
 
 # What an idle worker waits for, from the ready ring (``sql.ready``): whether a ring slot holds
-# a row of the queues (runnable now, but held by another claim or waiting for its concurrency
+# a row of the queues (runnable now, but locked by another claim or waiting for its concurrency
 # key), and the earliest run_after waiting in the later partition (NULL: none), which only a
 # promotion moves into the ring. Never from the job table's pending index, which a pinned
 # horizon fills.

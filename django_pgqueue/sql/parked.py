@@ -38,8 +38,8 @@ PARK_QUEUE = move_rows("r.slot >= 0 AND r.queue = %s", str(PARKED_SLOT))
 UNPARK_QUEUE = move_rows(f"r.slot = {PARKED_SLOT} AND r.queue = %s", BY_ID)
 
 #: The upkeep parks a paused queue's ring rows a batch at a time (the second parameter), like
-#: the promotion: a backlog enqueued into a paused queue all at once never holds a worker's
-#: loop for long. By ``ctid``, one slot at a time (the ring has no index on ``job_id``).
+#: the promotion: a backlog enqueued into a paused queue all at once never keeps a worker's
+#: loop busy for long. By ``ctid``, one slot at a time (the ring has no index on ``job_id``).
 PARK_BATCH = f"""
 WITH gone AS MATERIALIZED (
     SELECT r.slot, r.ctid AS row_id FROM {READY_TABLE} r

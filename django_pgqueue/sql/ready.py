@@ -9,7 +9,7 @@ small row in ``pgqueue_ready``, a table partitioned by ``slot``:
   grow, so inserts move from slot to slot every 4,096 jobs; a slot left behind drains as its
   jobs are claimed, and once empty it is TRUNCATEd, which frees its dead entries whatever the
   horizon. A claim walks at most the dead entries of the slots not yet recycled: bounded by
-  the ring's size, not by how long the horizon has been held.
+  the ring's size, not by how long the horizon has been pinned.
 * ``pgqueue_ready_later`` (slot -1): jobs whose ``run_after`` is in the future. Claims never
   read it; due rows are promoted into the ring in batches, about once a second per worker.
 * ``pgqueue_ready_parked`` (slot -2): jobs of paused queues, which no claim reads either
@@ -142,7 +142,7 @@ FROM due
 
 def delete_taken(gone: str, *, returning: bool = False) -> str:
     """CTEs, to follow another, deleting the ring rows listed by the CTE ``gone`` (``slot``,
-    ``row_id``: the row's ``ctid``, stable while the claim holds its lock): ``taken_0`` ..
+    ``row_id``: the row's ``ctid``, stable while the claim has it locked): ``taken_0`` ..
     ``taken_7``, each returning its deleted rows with ``returning``.
 
     One ``DELETE`` per slot, each fetching its own rows by ``ctid``: no index to read, and the

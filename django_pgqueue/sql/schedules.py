@@ -21,7 +21,7 @@ FOR UPDATE SKIP LOCKED
 
 #: One job per tick (``run_after`` is the tick; a NULL tick is "now", for "run now"), arguments
 #: straight from the schedule's row.
-#: A tick whose unique key is still held by an active job is skipped, as ``enqueue`` would.
+#: A tick whose unique key is still in use by an active job is skipped, as ``enqueue`` would.
 #: The job's limits come from its declaration, as ``enqueue`` gives them.
 INSERT_TICKS = f"""
 INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key,

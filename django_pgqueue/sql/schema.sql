@@ -1,4 +1,4 @@
--- The queue's schema after migration 0014_repair_position: every pgqueue_* object.
+-- The queue's schema after migration 0015_repair_position: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -167,11 +167,11 @@ CREATE TABLE public.pgqueue_job (
     progress jsonb,
     schedule character varying(255),
     concurrency_limit integer,
-    concurrency_slot smallint DEFAULT 0 NOT NULL,
+    concurrency_place smallint DEFAULT 0 NOT NULL,
     rate_key character varying(255),
     CONSTRAINT pgqueue_job_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT pgqueue_job_concurrency_limit_check CHECK ((concurrency_limit >= 0)),
-    CONSTRAINT pgqueue_job_concurrency_slot_check CHECK ((concurrency_slot >= 0)),
+    CONSTRAINT pgqueue_job_concurrency_place_check CHECK ((concurrency_place >= 0)),
     CONSTRAINT pgqueue_job_max_attempts CHECK ((max_attempts >= 1)),
     CONSTRAINT pgqueue_job_max_attempts_check CHECK ((max_attempts >= 0)),
     CONSTRAINT pgqueue_job_priority_range CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
@@ -478,8 +478,8 @@ CREATE INDEX pgqueue_job_dead ON public.pgqueue_job USING btree (queue, id) WHER
 -- INDEX pgqueue_job_finished
 CREATE INDEX pgqueue_job_finished ON public.pgqueue_job USING btree (finished_at) WHERE ((status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]));
 
--- INDEX pgqueue_job_running_per_key_slot
-CREATE UNIQUE INDEX pgqueue_job_running_per_key_slot ON public.pgqueue_job USING btree (concurrency_key, concurrency_slot) WHERE ((concurrency_key IS NOT NULL) AND ((status)::text = 'running'::text));
+-- INDEX pgqueue_job_running_per_key_place
+CREATE UNIQUE INDEX pgqueue_job_running_per_key_place ON public.pgqueue_job USING btree (concurrency_key, concurrency_place) WHERE ((concurrency_key IS NOT NULL) AND ((status)::text = 'running'::text));
 
 -- INDEX pgqueue_job_schedule
 CREATE INDEX pgqueue_job_schedule ON public.pgqueue_job USING btree (schedule, id) WHERE (schedule IS NOT NULL);

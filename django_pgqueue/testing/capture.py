@@ -29,7 +29,7 @@ class CapturedJob:
     max_attempts: int
     unique_key: str | None
     concurrency_key: str | None
-    #: True when a job holding the same unique key was returned instead of a new one.
+    #: True when a job using the same unique key was returned instead of a new one.
     deduplicated: bool
 
     @property

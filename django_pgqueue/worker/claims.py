@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 logger = get_logger("django_pgqueue.worker")
 
 # How long the loop waits before looking again when runnable jobs exist that it could not
-# claim (held by another claim, or waiting for their concurrency key).
+# claim (locked by another claim, or waiting for their concurrency key).
 BLOCKED_RECHECK = 0.2
 # How often a claim also takes back the jobs of workers that stopped heartbeating.
 RECLAIM_INTERVAL = 1.0
@@ -83,7 +83,7 @@ class Claimer:
 
     def settle(self, known_ids: Iterable[int]) -> int:
         """After a lost connection, before anything else on the new one: hand back (pending,
-        no attempt spent) the jobs the database shows this worker holding that it does not
+        no attempt spent) the jobs the database shows in this worker's hand that it does not
         know of (``known_ids``: claimed, or with an outcome to write). A claim that committed
         while its answer was lost left them ``running`` under this worker's name, and they
         would wait for the visibility timeout and be charged a ``WorkerLost`` attempt.
@@ -215,11 +215,11 @@ class Claimer:
             due = max((next_run - timezone.now()).total_seconds(), 0.0)
             # A scheduled job is moved into the ready ring by the claim that also reclaims
             # (the upkeep): make the claim that comes when it is due one. Due but not moved
-            # yet (another worker's promotion holds it, say): look again soon.
+            # yet (another worker's promotion has it locked, say): look again soon.
             self.next_reclaim = min(self.next_reclaim, now + due)
             wake = min(wake, now + (due or BLOCKED_RECHECK))
         if ready:
-            # In the ring, held by another claim or waiting for its concurrency key: a plain
+            # In the ring, locked by another claim or waiting for its concurrency key: a plain
             # claim takes it once free.
             due = 0.0
             wake = min(wake, now + BLOCKED_RECHECK)

@@ -10,9 +10,9 @@ A ``cancel()`` of a running job sends ``NOTIFY pgqueue_control, 'cancel'``; the 
 it into :meth:`RunningControl.notified`, and the next :meth:`~RunningControl.tick` looks up which
 of this worker's jobs were asked to stop (one statement by primary key). Without a listener
 (``PGQUEUE_LISTEN = False``, or while it reconnects) the tick polls every
-:data:`CANCEL_POLL_INTERVAL` seconds while the worker holds jobs; every heartbeat also reports
-them. Progress is written at most every :data:`PROGRESS_INTERVAL` seconds, only when a job
-reported some.
+:data:`CANCEL_POLL_INTERVAL` seconds while the worker has jobs in hand; every heartbeat also
+reports them. Progress is written at most every :data:`PROGRESS_INTERVAL` seconds, only when a
+job reported some.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from django_pgqueue.worker.executors import Executors
 
 logger = get_logger("django_pgqueue.worker")
 
-#: Without LISTEN, how often a worker holding jobs asks whether any was cancelled.
+#: Without LISTEN, how often a worker with jobs in hand asks whether any was cancelled.
 CANCEL_POLL_INTERVAL = 0.5
 #: How often reported progress is written.
 PROGRESS_INTERVAL = 1.0
@@ -78,7 +78,7 @@ class RunningControl:
         self._notified = True
 
     def next_due(self, now: float) -> float:
-        """When :meth:`tick` has something to do (monotonic), while the worker holds jobs."""
+        """When :meth:`tick` has something to do (monotonic), while the worker has jobs in hand."""
         if self._notified:
             return now
         due = self._next_progress
@@ -86,13 +86,13 @@ class RunningControl:
             due = min(due, self._next_poll)
         return due
 
-    def tick(self, db: Database, worker_id: str, held: Sequence[int], now: float) -> None:
+    def tick(self, db: Database, worker_id: str, in_hand: Sequence[int], now: float) -> None:
         """Pass on cancellations and write progress, when due."""
         if self._notified or (now >= self._next_poll and not self._listening()):
             self._notified = False
             self._next_poll = now + CANCEL_POLL_INTERVAL
-            if held:
-                self.cancel(operations.cancel_requested(db, worker_id, held))
+            if in_hand:
+                self.cancel(operations.cancel_requested(db, worker_id, in_hand))
         if now >= self._next_progress:
             self._next_progress = now + PROGRESS_INTERVAL
             progress = self._executors.take_progress()

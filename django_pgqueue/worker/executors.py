@@ -178,7 +178,7 @@ class Executors:
 
     def fail_overdue(self) -> list[Outcome]:
         """Fail the attempts running past their timeout (or, asked to stop, past the cancel
-        timeout) and replace the threads they hold."""
+        timeout) and replace their threads."""
         now = time.monotonic()
         with self._lock:
             overdue = [
@@ -226,9 +226,9 @@ class Executors:
             outcomes.append(self._fail(running, exc))
         for thread in dead:
             # A job it had taken but not started goes back to the queue.
-            held = self._work.held(thread)
-            if held is not None and (held.pk, held.attempts) not in self._running:
-                self._work.put(held)
+            in_hand = self._work.in_hand(thread)
+            if in_hand is not None and (in_hand.pk, in_hand.attempts) not in self._running:
+                self._work.put(in_hand)
         for thread in dead:
             logger.error(
                 "Worker %s: executor thread %s died; starting another", self.worker_id, thread.name
@@ -266,8 +266,8 @@ class Executors:
         """Take jobs and run them until told to stop.
 
         Nothing raised here ends the thread: an exception in our own code around a job (a bug,
-        ``MemoryError``, an asynchronous exception) is logged and the job this thread held is
-        set right by :meth:`_rescue`.
+        ``MemoryError``, an asynchronous exception) is logged and the job this thread had in
+        hand is set right by :meth:`_rescue`.
         """
         while True:
             job: Job | None = None
@@ -292,7 +292,7 @@ class Executors:
                 if abandoned:
                     self._end_abandoned(job)
                     return
-                self._rescue(self._work.held() or job, outcome, exc)
+                self._rescue(self._work.in_hand() or job, outcome, exc)
 
     def _run_one(self, job: Job) -> tuple[Outcome, bool]:
         """Run ``job``: its outcome, and whether the loop abandoned it meanwhile (timeout)."""
@@ -359,8 +359,8 @@ class Executors:
         self.events.put(outcome)
 
     def _rescue(self, job: Job | None, outcome: Outcome | None, exc: BaseException) -> None:
-        """After an exception in our own code around ``job`` (the job this thread held, or None):
-        the job is never left in limbo.
+        """After an exception in our own code around ``job`` (the job this thread had in hand, or
+        None): the job is never left in limbo.
 
         Its outcome, if it ran to one, is reported; an attempt that started is failed
         (``ExecutorDied``); a job taken from the queue but not started is queued again, to run

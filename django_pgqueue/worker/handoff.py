@@ -1,10 +1,11 @@
 """The queue between the worker loop and its executor threads, which never drops a job in hand.
 
-A claimed job is always somewhere the worker can find it: waiting in the queue, or held by the
-executor thread that took it, from the moment it leaves the queue until its outcome is handed to
-the loop. A thread that gets an exception in our own code (even one raised asynchronously, in
-the middle of taking a job) can ask which job it held (:meth:`Handoff.held`) and set it right:
-a plain ``queue.Queue.get()`` interrupted after taking an item loses that item.
+A claimed job is always somewhere the worker can find it: waiting in the queue, or in the hand
+of the executor thread that took it, from the moment it leaves the queue until its outcome is
+handed to the loop. A thread that gets an exception in our own code (even one raised
+asynchronously, in the middle of taking a job) can ask which job it had in hand
+(:meth:`Handoff.in_hand`) and set it right: a plain ``queue.Queue.get()`` interrupted after
+taking an item loses that item.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Handoff:
         self._queue: deque[Job | None] = deque()  # None: the taking thread is to stop
         # Thread -> the job it took and has not reported (threads, not idents: an ident is
         # reused once its thread has ended).
-        self._held: dict[threading.Thread, Job] = {}
+        self._in_hand: dict[threading.Thread, Job] = {}
 
     def put(self, item: Job | None) -> None:
         with self._ready:
@@ -38,29 +39,29 @@ class Handoff:
             self._ready.notify(len(jobs))
 
     def take(self) -> Job | None:
-        """The next job (None: stop), held by the calling thread until :meth:`done`."""
+        """The next job (None: stop), in the calling thread's hand until :meth:`done`."""
         thread = threading.current_thread()
         with self._ready:
             while not self._queue:
                 self._ready.wait()
-            # Held before it leaves the queue: an exception between the two leaves it in both
+            # In hand before it leaves the queue: an exception between the two leaves it in both
             # places, never in neither.
             item = self._queue[0]
             if item is not None:
-                self._held[thread] = item
+                self._in_hand[thread] = item
             self._queue.popleft()
             return item
 
     def done(self) -> None:
         """The calling thread has handed its job's outcome (or drop) to the loop."""
         with self._ready:
-            self._held.pop(threading.current_thread(), None)
+            self._in_hand.pop(threading.current_thread(), None)
 
-    def held(self, thread: threading.Thread | None = None) -> Job | None:
-        """The job the calling thread (or ``thread``) took and has not reported, no longer held
-        by it (None if it held none, or the job is still queued)."""
+    def in_hand(self, thread: threading.Thread | None = None) -> Job | None:
+        """The job the calling thread (or ``thread``) took and has not reported, out of its hand
+        from now on (None if it had none in hand, or the job is still queued)."""
         with self._ready:
-            job = self._held.pop(thread or threading.current_thread(), None)
+            job = self._in_hand.pop(thread or threading.current_thread(), None)
             if job is None or any(item is job for item in self._queue):
                 return None
             return job

@@ -218,8 +218,8 @@ def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
             how,
             len(written),
         )
-    held = operations.locked_jobs(db, worker_id)
-    crashed = [job for job in held if job.pk in started]
+    in_hand = operations.locked_jobs(db, worker_id)
+    crashed = [job for job in in_hand if job.pk in started]
     for job in crashed:
         exc = WorkerCrashed(
             f"The worker process {worker_id} died ({how}) while running job "
@@ -237,7 +237,7 @@ def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
             how,
             Attempt.RETRIED.value if outcome.outcome == Attempt.RETRIED else "now dead",
         )
-    unstarted = [job.pk for job in held if job.pk not in started]
+    unstarted = [job.pk for job in in_hand if job.pk not in started]
     if unstarted:
         handed = operations.release(db, worker_id, unstarted)
         logger.info(

@@ -268,7 +268,7 @@ class Worker:
                 flush_deadline = now + settings.FLUSH_INTERVAL
 
             try:
-                if self._claimer.unsettled and self._claimer.settle(self._held_ids()):
+                if self._claimer.unsettled and self._claimer.settle(self._ids_in_hand()):
                     next_claim = now  # the jobs a lost claim answer left: claimable again
                 # 2. Write outcomes back in one statement when enough are buffered or due.
                 if outcomes and (
@@ -285,7 +285,7 @@ class Worker:
                         next_claim = min(next_claim, now)
 
                 self.housekeeping.run_due(now)
-                if self._claimed:  # cancellations and progress of the jobs we hold
+                if self._claimed:  # cancellations and progress of the jobs we have in hand
                     self._control.tick(self._connection, self.worker_id, self._heartbeat_ids(), now)
                 if self._writeback.durable_due(now):  # no claim made them durable: one statement
                     self._writeback.make_durable()
@@ -321,7 +321,7 @@ class Worker:
                 if self._stopping:
                     return
             except Exception:
-                # A bug of ours must not take the worker down with the jobs it holds.
+                # A bug of ours must not take the worker down with the jobs it has in hand.
                 delay = backoff.failed()
                 logger.exception(
                     "Worker %s: loop error; carrying on in %.1fs", self.worker_id, delay
@@ -412,8 +412,8 @@ class Worker:
         )
         self._claimer.reported(before)
 
-    def _held_ids(self) -> list[int]:
-        """The jobs this worker knows it holds: claimed, or finished with an outcome to write
+    def _ids_in_hand(self) -> list[int]:
+        """The jobs this worker knows it has in hand: claimed, or finished with an outcome to write
         or not yet known to be on disk (a crash may have put its job back to running)."""
         return [*self._claimed, *self._writeback.job_ids()]
 
@@ -455,7 +455,7 @@ class Worker:
         while True:
             try:
                 if self._claimer.unsettled:  # the loop lost its connection: see Claimer.settle
-                    self._claimer.settle(self._held_ids())
+                    self._claimer.settle(self._ids_in_hand())
                 if unstarted and not released:
                     handed = operations.release(self._connection, self.worker_id, unstarted)
                     released = True

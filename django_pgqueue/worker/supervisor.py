@@ -120,7 +120,7 @@ class Supervisor:
             self._signal_children(signal.SIGKILL)
         else:
             logger.warning(
-                "Supervisor %d: third signal, exiting now; jobs still held are reclaimed later",
+                "Supervisor %d: third signal, exiting now; jobs still in hand are reclaimed later",
                 os.getpid(),
             )
             os._exit(1)
@@ -232,7 +232,7 @@ class Supervisor:
         self.restarts.append((time.monotonic() + delay, child.index, failures))
 
     def _recover(self, child: _Child, how: str) -> None:
-        """Set right what a dead child left in the table (its journal says what it held)."""
+        """Set right what a dead child left in the table (its journal says what it had in hand)."""
         if self.killing:
             how = f"{how}, killed by a second signal to run_jobs"
         # Killing: one try, without waiting for a database that is down.

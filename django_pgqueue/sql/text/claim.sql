@@ -65,7 +65,7 @@ UPDATE pgqueue_job j SET
     started_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.started_at ELSE now() END,
     finished_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN now() ELSE NULL END,
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_slot END,
+    concurrency_place = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_place END,
     last_error = CASE WHEN j.status = 'running' THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts
@@ -147,7 +147,7 @@ UPDATE pgqueue_job j SET
     started_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.started_at ELSE now() END,
     finished_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN now() ELSE NULL END,
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_slot END,
+    concurrency_place = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_place END,
     last_error = CASE WHEN j.status = 'running' THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts
@@ -192,7 +192,7 @@ UPDATE pgqueue_job j SET
     started_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.started_at ELSE now() END,
     finished_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN now() ELSE NULL END,
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_slot END,
+    concurrency_place = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_place END,
     last_error = CASE WHEN j.status = 'running' THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts
@@ -237,7 +237,7 @@ UPDATE pgqueue_job j SET
     started_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.started_at ELSE now() END,
     finished_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN now() ELSE NULL END,
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
-    concurrency_slot = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_slot END,
+    concurrency_place = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_place END,
     last_error = CASE WHEN j.status = 'running' THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts

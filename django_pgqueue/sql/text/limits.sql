@@ -109,7 +109,7 @@ WITH window_room AS MATERIALIZED (
         SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
         WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job x WHERE x.status = 'running'
                           AND x.concurrency_key = k.concurrency_key
-                          AND x.concurrency_slot = g.place)
+                          AND x.concurrency_place = g.place)
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
     ) p
 ), picked AS MATERIALIZED (
@@ -219,7 +219,7 @@ UPDATE pgqueue_job j SET
     locked_by = %(worker)s,
     started_at = statement_timestamp(),
     finished_at = NULL,
-    concurrency_slot = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule
 
@@ -290,7 +290,7 @@ WITH window_room AS MATERIALIZED (
         SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
         WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job x WHERE x.status = 'running'
                           AND x.concurrency_key = k.concurrency_key
-                          AND x.concurrency_slot = g.place)
+                          AND x.concurrency_place = g.place)
         ORDER BY g.place OFFSET k.n - 1 LIMIT 1
     ) p
 ), picked AS MATERIALIZED (
@@ -400,6 +400,6 @@ UPDATE pgqueue_job j SET
     locked_by = %(worker)s,
     started_at = statement_timestamp(),
     finished_at = NULL,
-    concurrency_slot = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule

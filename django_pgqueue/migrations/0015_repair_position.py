@@ -17,6 +17,6 @@ BACKWARD = "DROP SEQUENCE pgqueue_repair_position;"
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_pgqueue", "0013_rate_window_buckets")]
+    dependencies = [("django_pgqueue", "0014_concurrency_place")]
 
     operations = [migrations.RunSQL(FORWARD, BACKWARD)]
