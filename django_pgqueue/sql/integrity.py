@@ -14,7 +14,7 @@
 as a count and the first ids. The triggers keep every one of them in the job's own
 transaction; they are broken only by writes that bypass triggers (``session_replication_role
 = replica``, a logical-replication apply, ``pg_restore --disable-triggers``, ``ALTER TABLE ...
-DISABLE TRIGGER``) or by a bug. :data:`LOCK_SUSPECTS`, :data:`REDERIVE` and :data:`DROP_ORPHANS`
+DISABLE TRIGGER``) or by a bug. :data:`CHECK_RANGE`, :data:`LOCK_PENDING` and :data:`REDERIVE`
 restore them, a range of job ids at a time.
 """
 
@@ -132,52 +132,25 @@ STORAGE_READY = "SELECT to_regclass('pgqueue_ready_job') IS NOT NULL"
 
 _COPIED = ", ".join(COLUMNS)
 
-# The repair goes through a range in batches, by id: each statement below looks at the first
-# ``%(batch)s`` suspects from ``%(lo)s`` and returns, first, where the next batch starts (None:
-# the range is done). A suspect it leaves (locked by a claim, say) is not looked at again until
-# the next pass.
+# The repair goes through a range in batches, by id: :data:`CHECK_RANGE` looks at the first
+# ``%(batch)s`` suspects from ``%(lo)s`` and the first ``%(batch)s`` stray rows from
+# ``%(strays)s``, and returns where each kind's next batch starts (None: the range is done). A
+# suspect or row it leaves (locked by a claim, say) is looked at again in the next pass.
 
-#: Pending jobs that are stranded, duplicated or disagreeing: locked ``SKIP LOCKED``, as a
-#: claim locks them first (a job a claim is taking right now is left alone; a job claimed since
-#: this statement's snapshot is no longer pending when locked, so it is left too). Returns the
-#: next batch's start and the ids locked, for :data:`REDERIVE` in the same transaction.
-LOCK_SUSPECTS = f"""
+#: One statement a range, in its own transaction (nothing to repair, the common case: one
+#: round trip). Finds the pending jobs that are stranded, duplicated or disagreeing, for
+#: :data:`LOCK_PENDING` and :data:`REDERIVE`; deletes the ready rows whose job is gone or not
+#: pending, once the job, if any, is locked ``SKIP LOCKED`` (a job being changed is left for the
+#: next pass: its trigger may be about to make the row right). Returns the suspects' next
+#: batch's start and their ids, then the stray rows' next start and the job ids whose rows went.
+CHECK_RANGE = f"""
 WITH {_RANGE}, suspects AS MATERIALIZED (
     SELECT id FROM per_job WHERE n <> 1 OR NOT agree
     ORDER BY id LIMIT %(batch)s
-), locked AS MATERIALIZED (
-    -- By primary key; pending or not is asked of the locked row (the newest version), outside
-    -- the scan: with the status condition in it, the planner could read the partial index of
-    -- pending jobs instead, every dead entry of a pinned horizon with it.
-    SELECT j.id, j.status FROM {TABLE} j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects))
-    ORDER BY j.id
-    FOR UPDATE SKIP LOCKED
-)
-SELECT CASE WHEN (SELECT count(*) FROM suspects) = %(batch)s
-            THEN (SELECT max(id) + 1 FROM suspects) END,
-       ARRAY(SELECT id FROM locked WHERE status = {PENDING} ORDER BY id)
-"""
-
-#: The jobs ``%(ids)s`` (locked by :data:`LOCK_SUSPECTS`) get exactly the ready row each should
-#: have. A statement of its own: its snapshot, taken once the jobs are locked, sees every row a
-#: trigger gave them before, so none is left beside the new one.
-REDERIVE = f"""
-WITH gone AS (
-    DELETE FROM {READY_TABLE} r WHERE r.job_id = ANY(%(ids)s)
-)
-INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
-SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, {", ".join("j." + c for c in COLUMNS)}
-FROM {TABLE} j WHERE j.id = ANY(%(ids)s)
-"""
-
-#: Ready rows whose job is gone or not pending, deleted. The job, if any, is locked ``SKIP
-#: LOCKED`` first (a job being changed is left for the next pass: its trigger may be about to
-#: make the row right). Returns the next batch's start and the job ids whose rows went.
-DROP_ORPHANS = f"""
-WITH orphans AS MATERIALIZED (
+), orphans AS MATERIALIZED (
     SELECT r.slot, r.ctid AS row_id, r.job_id FROM {READY_TABLE} r
-    WHERE {_IN_RANGE.format(id="r.job_id")} AND {_status_of("r")} IS DISTINCT FROM {PENDING}
+    WHERE r.job_id >= %(strays)s AND r.job_id < %(hi)s
+      AND {_status_of("r")} IS DISTINCT FROM {PENDING}
     ORDER BY r.job_id LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 ), locked AS MATERIALIZED (
@@ -191,7 +164,37 @@ WITH orphans AS MATERIALIZED (
            OR o.job_id IN (SELECT id FROM locked))
     RETURNING r.job_id
 )
-SELECT CASE WHEN (SELECT count(*) FROM orphans) = %(batch)s
+SELECT CASE WHEN (SELECT count(*) FROM suspects) = %(batch)s
+            THEN (SELECT max(id) + 1 FROM suspects) END,
+       ARRAY(SELECT id FROM suspects ORDER BY id),
+       CASE WHEN (SELECT count(*) FROM orphans) = %(batch)s
             THEN (SELECT max(job_id) + 1 FROM orphans) END,
        ARRAY(SELECT DISTINCT job_id FROM gone ORDER BY job_id)
+"""
+
+#: Of the jobs ``%(ids)s``, those still pending, locked ``SKIP LOCKED`` as a claim locks them
+#: first (a job a claim is taking right now is left alone; a job claimed since is no longer
+#: pending once locked, so it is left too), for :data:`REDERIVE` in the same transaction. By
+#: primary key; pending or not is asked of the locked row (the newest version), outside the
+#: scan: with the status condition in it, the planner could read the partial index of pending
+#: jobs instead, every dead entry of a pinned horizon with it.
+LOCK_PENDING = f"""
+WITH locked AS MATERIALIZED (
+    SELECT j.id, j.status FROM {TABLE} j WHERE j.id = ANY(%(ids)s)
+    ORDER BY j.id
+    FOR UPDATE SKIP LOCKED
+)
+SELECT ARRAY(SELECT id FROM locked WHERE status = {PENDING} ORDER BY id)
+"""
+
+#: The jobs ``%(ids)s`` (locked by :data:`LOCK_PENDING`) get exactly the ready row each should
+#: have. A statement of its own: its snapshot, taken once the jobs are locked, sees every row a
+#: trigger gave them before, so none is left beside the new one.
+REDERIVE = f"""
+WITH gone AS (
+    DELETE FROM {READY_TABLE} r WHERE r.job_id = ANY(%(ids)s)
+)
+INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
+SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, {", ".join("j." + c for c in COLUMNS)}
+FROM {TABLE} j WHERE j.id = ANY(%(ids)s)
 """

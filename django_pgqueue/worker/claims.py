@@ -32,8 +32,10 @@ RECLAIM_INTERVAL = 1.0
 # How old the worker's reading of which claim the database needs may grow (a change of the
 # queues' settings is heard at once, through NOTIFY; limited jobs come without one).
 CLAIM_PATH_MAX_AGE = 0.5
-# A worker's first repair round comes within this many seconds of its start.
+# A worker's first repair round comes within this many seconds of its start; its rounds are
+# this many seconds apart at least (each a few milliseconds of statements at most).
 FIRST_REPAIR_WITHIN = 2.0
+REPAIR_GAP = 0.25
 
 
 class Claimer:
@@ -79,6 +81,8 @@ class Claimer:
             jobs, more = self._upkeep(limit, taken)
             take(jobs)
             taken += more
+        if time.monotonic() >= self.next_repair:
+            self._repair()
         return taken
 
     def settle(self, known_ids: Iterable[int]) -> int:
@@ -137,8 +141,6 @@ class Claimer:
         the loop meets a lost connection on its next statement.
         """
         try:
-            if time.monotonic() >= self.next_repair:
-                self._repair()
             claimed = self._claim_once(limit, reclaim=True, fresh=limit - taken)
             # Ready-ring slots that inserts moved past and claims emptied are truncated.
             operations.recycle(self.connection)
@@ -150,11 +152,26 @@ class Claimer:
 
     def _repair(self) -> None:
         """Put back pending jobs no claim can reach, and drop ready rows of jobs gone or not
-        pending (docs/storage.md, "Self-healing"): one range of job ids a round, paced so the
-        workers together go over the table once every ``PGQUEUE_REPAIR_INTERVAL``."""
+        pending (docs/storage.md, "Self-healing"): a round of ranges of job ids, after a claim
+        (its jobs already on their way), paced so that the workers together go over the table
+        once every ``PGQUEUE_REPAIR_INTERVAL``, a round every ``REPAIR_GAP`` seconds at most.
+        A database error is logged, not raised: the loop meets a lost connection on its next
+        statement."""
+        rounds = self.repair_rounds
         self.next_repair = time.monotonic() + settings.REPAIR_INTERVAL  # if the round fails
-        repaired, gap = self.repair_rounds.round(self.connection)
-        self.next_repair = time.monotonic() + gap
+        try:
+            repaired, gap = rounds.round(self.connection)
+        except DATABASE_ERRORS as exc:
+            logger.warning("Worker %s: repair round failed: %s", self.worker_id, exc)
+            return
+        self.next_repair = time.monotonic() + max(gap, REPAIR_GAP)
+        logger.debug(
+            "Worker %s: repair round, %d ranges in %.2f ms (next in %.2f s)",
+            self.worker_id,
+            rounds.just_taken,
+            rounds.spent * 1000,
+            max(gap, REPAIR_GAP),
+        )
         if repaired.rederived:
             logger.warning(
                 "Worker %s: %d pending jobs had lost their ready rows (restored with triggers "
@@ -205,8 +222,8 @@ class Claimer:
     def idle_until(self) -> float:
         """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
         now = time.monotonic()
-        # The poll, or the upkeep's next repair round (its claim is the one that repairs).
-        wake = min(now + settings.POLL_INTERVAL, max(self.next_repair, self.next_reclaim))
+        # The poll, or the next repair round (which follows a claim).
+        wake = min(now + settings.POLL_INTERVAL, self.next_repair)
         ready, next_run = operations.next_run_after(
             self.connection, self.queues, controlled=self.path.limited
         )

@@ -58,7 +58,7 @@ SELECT min(id), max(id) FROM pgqueue_job
 -- name: STORAGE_READY
 SELECT to_regclass('pgqueue_ready_job') IS NOT NULL
 
--- name: LOCK_SUSPECTS
+-- name: CHECK_RANGE
 WITH pending AS MATERIALIZED (
     SELECT j.* FROM (
         SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
@@ -76,31 +76,10 @@ WITH pending AS MATERIALIZED (
 ), suspects AS MATERIALIZED (
     SELECT id FROM per_job WHERE n <> 1 OR NOT agree
     ORDER BY id LIMIT %(batch)s
-), locked AS MATERIALIZED (
-    -- By primary key; pending or not is asked of the locked row (the newest version), outside
-    -- the scan: with the status condition in it, the planner could read the partial index of
-    -- pending jobs instead, every dead entry of a pinned horizon with it.
-    SELECT j.id, j.status FROM pgqueue_job j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM suspects))
-    ORDER BY j.id
-    FOR UPDATE SKIP LOCKED
-)
-SELECT CASE WHEN (SELECT count(*) FROM suspects) = %(batch)s
-            THEN (SELECT max(id) + 1 FROM suspects) END,
-       ARRAY(SELECT id FROM locked WHERE status = 'pending' ORDER BY id)
-
--- name: REDERIVE
-WITH gone AS (
-    DELETE FROM pgqueue_ready r WHERE r.job_id = ANY(%(ids)s)
-)
-INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit
-FROM pgqueue_job j WHERE j.id = ANY(%(ids)s)
-
--- name: DROP_ORPHANS
-WITH orphans AS MATERIALIZED (
+), orphans AS MATERIALIZED (
     SELECT r.slot, r.ctid AS row_id, r.job_id FROM pgqueue_ready r
-    WHERE r.job_id >= %(lo)s AND r.job_id < %(hi)s AND (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending'
+    WHERE r.job_id >= %(strays)s AND r.job_id < %(hi)s
+      AND (SELECT j.status FROM pgqueue_job j WHERE j.id = r.job_id OFFSET 0) IS DISTINCT FROM 'pending'
     ORDER BY r.job_id LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 ), locked AS MATERIALIZED (
@@ -114,6 +93,25 @@ WITH orphans AS MATERIALIZED (
            OR o.job_id IN (SELECT id FROM locked))
     RETURNING r.job_id
 )
-SELECT CASE WHEN (SELECT count(*) FROM orphans) = %(batch)s
+SELECT CASE WHEN (SELECT count(*) FROM suspects) = %(batch)s
+            THEN (SELECT max(id) + 1 FROM suspects) END,
+       ARRAY(SELECT id FROM suspects ORDER BY id),
+       CASE WHEN (SELECT count(*) FROM orphans) = %(batch)s
             THEN (SELECT max(job_id) + 1 FROM orphans) END,
        ARRAY(SELECT DISTINCT job_id FROM gone ORDER BY job_id)
+
+-- name: LOCK_PENDING
+WITH locked AS MATERIALIZED (
+    SELECT j.id, j.status FROM pgqueue_job j WHERE j.id = ANY(%(ids)s)
+    ORDER BY j.id
+    FOR UPDATE SKIP LOCKED
+)
+SELECT ARRAY(SELECT id FROM locked WHERE status = 'pending' ORDER BY id)
+
+-- name: REDERIVE
+WITH gone AS (
+    DELETE FROM pgqueue_ready r WHERE r.job_id = ANY(%(ids)s)
+)
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit
+FROM pgqueue_job j WHERE j.id = ANY(%(ids)s)
