@@ -38,7 +38,6 @@ from django_pgqueue.states import JobStatus
 
 if TYPE_CHECKING:
     from django_pgqueue.contrib.bench.context import BenchContext
-    from django_pgqueue.worker.claims import CLAIM_PATH_MAX_AGE
     from django_pgqueue.worker.connection import QueueConnection
 
 #: Each scenario's backlog, fewer if ``--jobs`` is smaller.
@@ -101,6 +100,7 @@ def scenario(
     """The milliseconds of each timed limited claim in ``queue``, limited to ``rate`` with
     ``recent`` starts in its window (0: its window is emptied before each call). The queue's
     jobs, its settings and its window are gone afterwards."""
+    from django_pgqueue.worker.claims import CLAIM_PATH_MAX_AGE
     from django_pgqueue.worker.connection import QueueConnection
 
     progress = bench.progress
