@@ -33,7 +33,8 @@ _FRESH_FILTER = f"""
 """
 _FRESH_ORDER = f"ORDER BY {claim_order('r.')}"
 _FRESH_COLUMNS = (
-    "r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after"
+    "r.slot, r.ctid AS row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, "
+    "r.run_after"
 )
 _FRESH_FROM = f"{READY_TABLE} r {job_of_row('r')}"
 _FRESH_LOCK = "FOR UPDATE OF r SKIP LOCKED"
@@ -79,9 +80,9 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
 _PICK_FRESH = f"""
 WITH fresh AS MATERIALIZED ({{fresh}}
 ), picked AS (
-    (SELECT slot, row_id, id FROM fresh WHERE concurrency_key IS NULL)
+    (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM fresh
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, {claim_order(job_id="id")})
     LIMIT %(limit)s
@@ -101,8 +102,8 @@ WITH fresh AS MATERIALIZED ({{fresh}}
 # it is picked by a branch of its own, so the stale range stays an index range scan.
 _PICK_STALE = f"""
 WITH picked AS (
-    SELECT id FROM (
-        SELECT id FROM {TABLE}
+    SELECT id, job_row FROM (
+        SELECT id, ctid AS job_row FROM {TABLE}
         WHERE status = {RUNNING} AND locked_at < now() - make_interval(secs => %(visibility)s)
           AND locked_at >= coalesce(%(since)s::timestamptz, '-infinity')
           {{queue_filter}}
@@ -111,8 +112,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) stale
     UNION ALL
-    SELECT id FROM (
-        SELECT id FROM {TABLE}
+    SELECT id, job_row FROM (
+        SELECT id, ctid AS job_row FROM {TABLE}
         WHERE status = {RUNNING} AND locked_at IS NULL {{queue_filter}}
         ORDER BY locked_at  -- all NULL: says "read the stale index", never the table
         LIMIT %(limit)s
@@ -121,7 +122,8 @@ WITH picked AS (
     LIMIT %(limit)s
 )"""
 
-# Both update the picked rows the same way; fresh rows take the ELSE branches.
+# Both update the picked rows the same way; fresh rows take the ELSE branches. Each picked row
+# comes with its job row's ``ctid`` (``job_row``), locked by the pick.
 _CLAIM = f"""
 {{picked}}
 UPDATE {TABLE} j SET
@@ -145,7 +147,8 @@ UPDATE {TABLE} j SET
             'exception_class', 'django_pgqueue.exceptions.WorkerLost',
             'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
 RETURNING {job_columns("j")}
 """
 

@@ -88,11 +88,12 @@ def job_of_row(row: str) -> str:
     the lock returns (the newest). Never a join on the primary key either, whose planning
     reads the index's actual end (``get_actual_variable_range``). ``clock_timestamp()``, not
     ``now()``: a job committed after this transaction began (its ``run_after`` is its own
-    transaction's start) is due.
+    transaction's start) is due. ``job_row``: the locked version's ``ctid``, which no one else
+    can change while the claim holds the lock (the claim's update finds the row by it).
     """
     copied = ", ".join(f"j.{c}" for c in COLUMNS)
     return f"""JOIN LATERAL (
-        SELECT j.id, j.status, {copied} FROM {TABLE} j
+        SELECT j.id, j.ctid AS job_row, j.status, {copied} FROM {TABLE} j
         WHERE j.id = {row}.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j

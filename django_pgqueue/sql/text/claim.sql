@@ -4,8 +4,8 @@
 
 -- name: CLAIM_ALL_QUEUES
 WITH fresh AS MATERIALIZED (
-    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
-        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
@@ -23,9 +23,9 @@ WITH fresh AS MATERIALIZED (
     FOR UPDATE OF r SKIP LOCKED
 
 ), picked AS (
-    (SELECT slot, row_id, id FROM fresh WHERE concurrency_key IS NULL)
+    (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM fresh
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
@@ -77,15 +77,16 @@ UPDATE pgqueue_job j SET
             'exception_class', 'django_pgqueue.exceptions.WorkerLost',
             'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule
 
 -- name: CLAIM_NAMED_QUEUES
 WITH fresh AS MATERIALIZED (
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
-        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
@@ -105,9 +106,9 @@ WITH fresh AS MATERIALIZED (
     LIMIT %(limit)s
 
 ), picked AS (
-    (SELECT slot, row_id, id FROM fresh WHERE concurrency_key IS NULL)
+    (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
-    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id FROM fresh
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
@@ -159,13 +160,14 @@ UPDATE pgqueue_job j SET
             'exception_class', 'django_pgqueue.exceptions.WorkerLost',
             'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule
 
 -- name: RECLAIM_ALL_QUEUES
 WITH picked AS (
-    SELECT id FROM (
-        SELECT id FROM pgqueue_job
+    SELECT id, job_row FROM (
+        SELECT id, ctid AS job_row FROM pgqueue_job
         WHERE status = 'running' AND locked_at < now() - make_interval(secs => %(visibility)s)
           AND locked_at >= coalesce(%(since)s::timestamptz, '-infinity')
 
@@ -174,8 +176,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) stale
     UNION ALL
-    SELECT id FROM (
-        SELECT id FROM pgqueue_job
+    SELECT id, job_row FROM (
+        SELECT id, ctid AS job_row FROM pgqueue_job
         WHERE status = 'running' AND locked_at IS NULL
         ORDER BY locked_at  -- all NULL: says "read the stale index", never the table
         LIMIT %(limit)s
@@ -204,13 +206,14 @@ UPDATE pgqueue_job j SET
             'exception_class', 'django_pgqueue.exceptions.WorkerLost',
             'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule
 
 -- name: RECLAIM_NAMED_QUEUES
 WITH picked AS (
-    SELECT id FROM (
-        SELECT id FROM pgqueue_job
+    SELECT id, job_row FROM (
+        SELECT id, ctid AS job_row FROM pgqueue_job
         WHERE status = 'running' AND locked_at < now() - make_interval(secs => %(visibility)s)
           AND locked_at >= coalesce(%(since)s::timestamptz, '-infinity')
           AND queue = ANY(%(queues)s::text[])
@@ -219,8 +222,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) stale
     UNION ALL
-    SELECT id FROM (
-        SELECT id FROM pgqueue_job
+    SELECT id, job_row FROM (
+        SELECT id, ctid AS job_row FROM pgqueue_job
         WHERE status = 'running' AND locked_at IS NULL AND queue = ANY(%(queues)s::text[])
         ORDER BY locked_at  -- all NULL: says "read the stale index", never the table
         LIMIT %(limit)s
@@ -249,7 +252,8 @@ UPDATE pgqueue_job j SET
             'exception_class', 'django_pgqueue.exceptions.WorkerLost',
             'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
         ELSE j.errors END
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule
 
 -- name: DATABASE_NOW

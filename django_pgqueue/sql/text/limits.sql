@@ -57,7 +57,7 @@ WITH window_room AS MATERIALIZED (
     SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
 ), candidates AS MATERIALIZED (
     SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM pgqueue_ready r JOIN LATERAL (
-        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
@@ -236,7 +236,7 @@ WITH window_room AS MATERIALIZED (
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
         SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
-        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
