@@ -17,7 +17,7 @@ from django_pgqueue.operations.db import Database
 from django_pgqueue.sql import integrity as sql
 
 #: The seconds a repair round of a worker may take (``RepairRounds``), and the most ranges one
-#: of its statements reads (a step): a range costs up to about four times more where its jobs
+#: of its statements reads (a step): a range costs up to about five times more where its jobs
 #: went through their states under a pinned horizon (each state a row version the scan visits)
 #: than in old history, and a step is chosen by the cost of the one before.
 ROUND_BUDGET = 0.003
@@ -85,7 +85,7 @@ def repair(db: Database, *, batch: int = REPAIR_BATCH) -> Repaired:
     is left alone (``SKIP LOCKED``), so nothing runs twice and nothing is lost. Idempotent.
 
     The id space is repaired a range at a time (``sql.REPAIR_RANGE`` ids), as the workers' rounds
-    does: no statement reads more than a range, whatever the table's size.
+    do: no statement reads more than a range, whatever the table's size.
     """
     with db.cursor() as cursor:
         cursor.execute(sql.ID_BOUNDS)
