@@ -27,10 +27,11 @@ from django_pgqueue.sql.ready import COLUMNS, READY_TABLE, agrees
 #: How many ids each violation names.
 FIRST_IDS = 10
 
-#: The ids one repair round covers (:data:`NEXT_RANGES`): every invariant but S7 is about
-#: one job and its rows, so the id space can be checked and repaired a range at a time, each
-#: range's cost bounded whatever the table's size or the horizon (a range reads its ids' rows by
-#: primary key, dead versions included, and their ready rows by ``pgqueue_ready_job``).
+#: The ids of one range of the repair (numbered by :data:`NEXT_RANGES`): every invariant but
+#: S7 is about one job and its rows, so the id space can be checked and repaired a range at a
+#: time, each range's cost bounded whatever the table's size or the horizon (a range reads its
+#: ids' rows by primary key, dead versions included, and their ready rows by
+#: ``pgqueue_ready_job``).
 REPAIR_RANGE = 2_500
 
 # Each query below takes the ids in [%(lo)s, %(hi)s): the whole table is [0, 2^63 - 1). It
