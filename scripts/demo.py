@@ -272,7 +272,7 @@ def main() -> int:
     print(
         f"""
   Jobs in the admin:   {BOLD}{base}/admin/django_pgqueue/job/{RESET}
-  Dead jobs:           {base}/admin/django_pgqueue/job/?status__exact=dead
+  Dead jobs:           {base}/admin/django_pgqueue/job/?status=dead
   Queue dashboard:     {base}/admin/django_pgqueue/job/dashboard/
   The example shop:    {base}/
   Log in as {BOLD}admin{RESET} / {BOLD}{password}{RESET}

@@ -148,6 +148,8 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     ) -> HttpResponse:
         if request.method == "POST":
             self.check_action_permissions(request)
+        elif StatusFilter.ALIAS in request.GET:
+            return HttpResponseRedirect(StatusFilter.unaliased(request))
         context = {"dashboard_url": self.admin_url("dashboard"), "title": "Jobs"}
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
