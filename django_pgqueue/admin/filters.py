@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -39,11 +40,10 @@ class StatusFilter(admin.SimpleListFilter):
     @classmethod
     def unaliased(cls, request: HttpRequest) -> str:
         """The request's path and query string with ``?status__exact=`` read as ``?status=``."""
-        query = request.GET.copy()
-        values = query.pop(cls.ALIAS)
-        if cls.parameter_name not in query:
-            query.setlist(cls.parameter_name, values[-1:])
-        return f"{request.path}?{query.urlencode()}" if query else request.path
+        params = [(k, v) for k, values in request.GET.lists() for v in values if k != cls.ALIAS]
+        if cls.parameter_name not in request.GET:
+            params.append((cls.parameter_name, request.GET[cls.ALIAS]))
+        return f"{request.path}?{urlencode(params)}"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [(value, label) for value, (label, _) in self.CHOICES.items()]
