@@ -37,6 +37,8 @@ from django_pgqueue.states import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from django_pgqueue.schedules.timing import Timing
 
 
@@ -483,31 +485,48 @@ class Schedule(models.Model):
             return "enabled, but no next run could be computed (see the worker's log)"
         return None
 
-    def clean(self) -> None:
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        """The fields' own checks, then whether the schedule can run: timing, zone, a registered
+        job, arguments that fit it. Each error names a field, and a field in ``exclude`` (not
+        on the form being saved, such as every field but *enabled* in the admin's list) is not
+        checked: Django can't put an error on a field the form doesn't have."""
         from django_pgqueue import registry
         from django_pgqueue.arguments import serialize_arguments
         from django_pgqueue.exceptions import InvalidJobArguments
 
-        errors: dict[str, str] = {}
-        if bool(self.cron) == (self.every is not None):
-            errors["cron"] = "Give either a cron expression or an interval (every), not both."
+        skip = set(exclude or ())
+        try:
+            super().clean_fields(exclude)
+        except ValidationError as exc:
+            errors = exc.message_dict
+            skip.update(errors)
         else:
+            errors = {}
+        found: dict[str, str] = {}
+        if bool(self.cron) == (self.every is not None):
+            found["cron"] = "Give either a cron expression or an interval (every), not both."
+        elif not {"cron", "every", "timezone"} & skip:
             try:
                 self.timing()
             except ValueError as exc:
-                errors["every" if self.every is not None else "cron"] = str(exc)
-        if self.job not in registry.names():
-            errors["job"] = f"No job named {self.job!r} is registered."
+                found["every" if self.every is not None else "cron"] = str(exc)
+        if "job" in skip:
+            pass  # unknown: the arguments can't be checked against it either
+        elif self.job not in registry.names():
+            found["job"] = f"No job named {self.job!r} is registered."
         elif not isinstance(self.args, list):
-            errors["args"] = "Positional arguments must be a JSON list."
+            found["args"] = "Positional arguments must be a JSON list."
         elif not isinstance(self.kwargs, dict):
-            errors["kwargs"] = "Keyword arguments must be a JSON object."
-        else:
+            found["kwargs"] = "Keyword arguments must be a JSON object."
+        elif not {"args", "kwargs"} & skip:
             try:
                 signature = inspect.signature(registry.get(self.job).func)
                 serialize_arguments(self.job, self.args, self.kwargs, signature)
             except InvalidJobArguments as exc:
-                errors["args"] = str(exc)
+                found["args"] = str(exc)
+        for field, message in found.items():
+            if field not in skip:
+                errors.setdefault(field, []).append(message)
         if errors:
             raise ValidationError(errors)
 

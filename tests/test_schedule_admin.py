@@ -226,3 +226,52 @@ def test_the_job_list_filters_by_schedule(admin_client):
         reverse("admin:django_pgqueue_job_change", args=[mine.pk])
     ).content.decode()
     assert "Schedule" in detail and ">n<" in detail
+
+
+def list_form(*rows: tuple[Schedule, bool]) -> dict:
+    """The Schedules list's POST: each row's enabled checkbox, ticked or not."""
+    data = {
+        "form-TOTAL_FORMS": str(len(rows)),
+        "form-INITIAL_FORMS": str(len(rows)),
+        "_save": "Save",
+    }
+    for i, (schedule, enabled) in enumerate(rows):
+        data[f"form-{i}-id"] = str(schedule.pk)
+        if enabled:
+            data[f"form-{i}-enabled"] = "on"
+    return data
+
+
+def broken_schedule(name: str = "orphan") -> Schedule:
+    """A schedule whose job is no longer registered (the code that declared it is gone)."""
+    schedule = Schedule.objects.create(name=name, job=NOOP, every=60)
+    Schedule.objects.filter(pk=schedule.pk).update(job="tests.testapp.jobs.removed")
+    return Schedule.objects.get(pk=schedule.pk)
+
+
+def test_a_broken_schedule_can_be_disabled_from_the_list(admin_client):
+    # Issue 36: ValueError: 'ScheduleForm' has no field named 'job' (a 500).
+    healthy, orphan = Schedule.objects.create(name="a", job=NOOP, every=60), broken_schedule()
+    response = admin_client.post(LIST, list_form((healthy, True), (orphan, False)))
+    assert response.status_code == 302
+    orphan.refresh_from_db()
+    assert (orphan.enabled, orphan.next_run_at) == (False, None)
+
+
+def test_a_broken_schedule_on_the_page_does_not_stop_saving_another(admin_client):
+    healthy, orphan = Schedule.objects.create(name="a", job=NOOP, every=60), broken_schedule()
+    response = admin_client.post(LIST, list_form((healthy, False), (orphan, True)))
+    assert response.status_code == 302
+    healthy.refresh_from_db()
+    orphan.refresh_from_db()
+    assert (healthy.enabled, orphan.enabled) == (False, True)
+
+
+def test_a_broken_schedule_is_not_enabled_from_the_list(admin_client):
+    orphan = broken_schedule()
+    Schedule.objects.filter(pk=orphan.pk).update(enabled=False, next_run_at=None)
+    response = admin_client.post(LIST, list_form((orphan, True)))
+    assert response.status_code == 200
+    assert "in this code). Fix it on its page first." in response.content.decode()
+    orphan.refresh_from_db()
+    assert not orphan.enabled

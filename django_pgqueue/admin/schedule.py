@@ -104,6 +104,20 @@ class ScheduleForm(_ModelForm):
         return (self.cleaned_data.get("queue") or "").strip() or None
 
 
+class ScheduleListForm(_ModelForm):
+    """A row of the Schedules list: its *enabled* checkbox. Saving the list checks only that:
+    a broken schedule on the page (its job gone from the code) can still be disabled, and
+    does not stop the others from being saved; it is not enabled until it is fixed."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or self.cleaned_data
+        if cleaned.get("enabled") and "enabled" in self.changed_data:
+            problem = self.instance.problem()
+            if problem:
+                self.add_error("enabled", f"Broken: {problem}. Fix it on its page first.")
+        return cleaned
+
+
 class ScheduleAdmin(_ModelAdmin):
     form = ScheduleForm
     list_display = (
@@ -137,6 +151,9 @@ class ScheduleAdmin(_ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         return super().get_queryset(request).using(settings.DATABASE)
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[_ModelForm]:
+        return super().get_changelist_form(request, **{"form": ScheduleListForm, **kwargs})
 
     def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         what = ["name", "job", "enabled"]
