@@ -275,3 +275,25 @@ def test_a_broken_schedule_is_not_enabled_from_the_list(admin_client):
     assert "in this code). Fix it on its page first." in response.content.decode()
     orphan.refresh_from_db()
     assert not orphan.enabled
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"args": '["\\ud800", "x"]'},
+        {"args": '["/dev/null", "\\udfff"]'},
+        {"kwargs": '{"\\ud800": 1}'},
+    ],
+)
+def test_a_lone_surrogate_in_the_arguments_is_a_form_error(admin_client, changes):
+    # Issue 36: UnicodeEncodeError while rendering the form's error (a 500).
+    response = admin_client.post(ADD, form_data(**changes))
+    assert response.status_code == 200
+    assert "lone surrogate" in response.content.decode()
+    assert not Schedule.objects.exists()
+    schedule = Schedule.objects.create(name="a", job=RECORD, every=60, args=["/dev/null", "x"])
+    response = admin_client.post(change_url(schedule), form_data(name="a", **changes))
+    assert response.status_code == 200
+    assert "lone surrogate" in response.content.decode()
+    schedule.refresh_from_db()
+    assert schedule.args == ["/dev/null", "x"]

@@ -29,6 +29,24 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _DIGITS = re.compile("[0-9]{1,19}")
 
 
+def unstorable(value: Any) -> bool:
+    """Whether a JSON value holds, in a string or a key, a NUL character or a lone surrogate
+    (``json.loads('"\\ud800"')`` makes one): PostgreSQL's ``jsonb`` can't store either, and a
+    page can't show a lone surrogate (UTF-8 has no encoding for it)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _UNSTORABLE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse_id(text: str) -> int | None:
     """``text`` as a row id (``"42"``), or None: no sign, no ``1.5``, no ``٤٢``, no overflow."""
     if not _DIGITS.fullmatch(text):

@@ -9,6 +9,7 @@ pages are read-only and the buttons and actions are gone.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -25,7 +26,7 @@ from django.views.decorators.http import require_POST
 
 from django_pgqueue import registry
 from django_pgqueue.admin.filters import KnownValueFilter
-from django_pgqueue.admin.inputs import checked_urls, filter_parameters, parse_id
+from django_pgqueue.admin.inputs import checked_urls, filter_parameters, parse_id, unstorable
 from django_pgqueue.conf import settings
 from django_pgqueue.models import Schedule
 from django_pgqueue.schedules.models import Source
@@ -58,6 +59,26 @@ class ScheduleFilter(KnownValueFilter):
         return list(Schedule.objects.using(settings.DATABASE).values_list("name", flat=True))
 
 
+class ArgumentsField(forms.JSONField):
+    """A schedule's ``args`` or ``kwargs``: JSON that PostgreSQL can store. A NUL character or
+    a lone surrogate, typed escaped (``["\\ud800"]``), is a form error, and the form shows
+    the value back escaped as it was typed (raw, a lone surrogate can't be encoded)."""
+
+    def to_python(self, value: Any) -> Any:
+        converted = super().to_python(value)
+        if unstorable(converted):
+            raise forms.ValidationError(
+                "The value holds a NUL character or a lone surrogate (such as \\u0000 or "
+                "\\ud800), which PostgreSQL can't store."
+            )
+        return converted
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput) or not unstorable(value):
+            return super().prepare_value(value)
+        return json.dumps(value, cls=self.encoder)  # ASCII: \ud800 as typed
+
+
 class ScheduleForm(_ModelForm):
     job = forms.ChoiceField(help_text="A job registered with @job in this code.")
 
@@ -76,6 +97,7 @@ class ScheduleForm(_ModelForm):
             "catch_up",
             "enabled",
         )
+        field_classes = {"args": ArgumentsField, "kwargs": ArgumentsField}
         widgets = {
             "args": forms.Textarea(attrs={"rows": 2, "cols": 60}),
             "kwargs": forms.Textarea(attrs={"rows": 2, "cols": 60}),
