@@ -125,3 +125,35 @@ def test_a_completed_job_page_hides_an_empty_progress_block(admin_client):
     assert "Progress" not in html
     assert "Failed attempts" not in html and "Last error" not in html
     assert FAILS not in html
+
+
+def test_a_failed_job_made_runnable_by_hand_is_not_awaiting_retry(admin_client):
+    # Issue 36: a job retried by hand (runnable now) was listed as awaiting its retry.
+    retried, run_now, waiting = failed(), failed(), failed()
+    admin_client.post(
+        CHANGELIST, {"action": "retry_jobs", "_selected_action": [retried.pk], "index": 0}
+    )
+    admin_client.post(
+        CHANGELIST, {"action": "run_jobs_now", "_selected_action": [run_now.pk], "index": 0}
+    )
+    for job in (retried, run_now):
+        job.refresh_from_db()
+        assert job.status == "pending" and job.run_after <= timezone.now() and job.last_error
+    assert run_now.attempts == 1  # failed once, and still says so
+
+    html = admin_client.get(CHANGELIST).content.decode()
+    for job in (retried, run_now):
+        assert ">Pending</span>" in row_of(html, job)
+        assert "Awaiting retry" not in row_of(html, job)
+        assert "Awaiting retry" not in page(admin_client, job)
+        assert ">Pending</span>" in page(admin_client, job)
+    assert ">Awaiting retry</span>" in row_of(html, waiting)
+
+    # The status filter's "awaiting retry" lists only the failed job whose next attempt is
+    # later; the two runnable ones are under "runnable now".
+    awaiting = admin_client.get(CHANGELIST, {"status": "failed"}).content.decode()
+    assert f'value="{waiting.pk}"' in awaiting
+    assert f'value="{retried.pk}"' not in awaiting and f'value="{run_now.pk}"' not in awaiting
+    runnable = admin_client.get(CHANGELIST, {"status": "runnable"}).content.decode()
+    assert f'value="{retried.pk}"' in runnable and f'value="{run_now.pk}"' in runnable
+    assert f'value="{waiting.pk}"' not in runnable

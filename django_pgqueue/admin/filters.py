@@ -30,7 +30,9 @@ class StatusFilter(admin.SimpleListFilter):
         JobStatus.PENDING.value: ("Pending (all)", lambda qs: qs.pending()),
         "runnable": ("Pending: runnable now", lambda qs: qs.runnable()),
         "scheduled": ("Pending: scheduled", lambda qs: qs.scheduled()),
-        Event.FAILED.value: ("Pending: failed, awaiting retry", lambda qs: qs.failed()),
+        # Failed, and its next attempt is later: one made runnable by hand (Run now), or whose
+        # retry time has come, is under "runnable now" like the job list's badge says.
+        Event.FAILED.value: ("Pending: failed, awaiting retry", lambda qs: qs.failed().scheduled()),
         JobStatus.RUNNING.value: ("Running", lambda qs: qs.running()),
         JobStatus.COMPLETED.value: ("Completed", lambda qs: qs.completed()),
         JobStatus.DEAD.value: ("Dead", lambda qs: qs.dead()),
