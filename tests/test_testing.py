@@ -89,7 +89,7 @@ def test_capture_forgets_jobs_whose_atomic_block_raised():
             jobs.noop.enqueue_many([(), ()])
             assert captured.names == ["tests.testapp.jobs.add"] + ["tests.testapp.jobs.noop"] * 2
             raise _Abort
-        assert captured == []
+        assert captured == [] and list(captured) == [] and captured.copy() == []
         kept = jobs.add.enqueue(2, 2)
     assert [c.id for c in captured] == [kept.pk]
     assert list(Job.objects.values_list("pk", flat=True)) == [kept.pk]

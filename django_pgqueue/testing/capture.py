@@ -127,7 +127,7 @@ class _LiveCapturedJobs(CapturedJobs):
         self._lock = threading.Lock()
         self._entries: list[CapturedJob | _Followed] = []
 
-    def _add(self, entry: CapturedJob | _Followed) -> None:
+    def record(self, entry: CapturedJob | _Followed) -> None:
         with self._lock:
             self._entries.append(entry)
 
@@ -186,8 +186,7 @@ class _LiveCapturedJobs(CapturedJobs):
         return super().count(value)
 
     def copy(self) -> list[CapturedJob]:
-        self._sync()
-        return CapturedJobs(super().copy())
+        return CapturedJobs(iter(self))
 
 
 @contextmanager
@@ -238,10 +237,10 @@ def capture_jobs() -> Iterator[CapturedJobs]:
         if connection is not None and connection.in_atomic_block:
             followed = _Followed(job, connection)
             connection.on_commit(followed)
-            captured._add(followed)
+            captured.record(followed)
         else:
             # Autocommit (already committed), or a connection whose transactions we can't see.
-            captured._add(job)
+            captured.record(job)
 
     enqueue_operations.observers.append(observe)
     try:
