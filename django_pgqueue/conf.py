@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from django_pgqueue.rules import log_level
+
 PREFIX = "PGQUEUE_"
 
 #: Name -> default. ``docs/settings.md`` documents each one.
@@ -62,6 +64,10 @@ DEFAULTS: dict[str, Any] = {
     "CANCEL_TIMEOUT": 30.0,
     # Worker: enqueue the periodic schedules' jobs when due (False: this worker only runs jobs).
     "FIRE_SCHEDULES": True,
+    # The level of the line a failed attempt logs when the job will be retried (one line, no
+    # traceback), and of the line of the last failure, the job dead (with the traceback).
+    "RETRY_LOG_LEVEL": "WARNING",
+    "FAILURE_LOG_LEVEL": "ERROR",
 }
 
 
@@ -174,6 +180,15 @@ class Settings:
     @property
     def FIRE_SCHEDULES(self) -> bool:
         return bool(self.get("FIRE_SCHEDULES"))
+
+    @property
+    def RETRY_LOG_LEVEL(self) -> int:
+        """``logging``'s number for the level (the setting may name it)."""
+        return log_level(self.get("RETRY_LOG_LEVEL"))
+
+    @property
+    def FAILURE_LOG_LEVEL(self) -> int:
+        return log_level(self.get("FAILURE_LOG_LEVEL"))
 
 
 settings = Settings()

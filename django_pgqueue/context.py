@@ -5,10 +5,15 @@ running it. The job reads its id and attempt, asks whether it was cancelled
 (``cancel_requested``, set by the worker loop when ``Job.cancel()`` reaches it) and reports
 progress, which the loop writes to the job's row about once a second (never from the job's own
 connection or transaction), where the admin shows it.
+
+Outside a worker (a job function called directly, as in a unit test), ``current_job()`` returns
+a standalone :class:`CurrentJob`: no id, attempt 1, never cancelled, its progress kept in
+memory only (``progress``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from datetime import datetime
@@ -38,22 +43,39 @@ class CurrentJob:
         "queue",
     )
 
-    def __init__(self, job: Job) -> None:
-        self.id: int = job.pk
-        self.name: str = job.name
-        self.queue: str = job.queue
+    def __init__(
+        self, job: Job | None = None, *, name: str = "", queue: str = "", max_attempts: int = 1
+    ) -> None:
+        """The attempt of ``job`` a worker runs; without one, a standalone context with
+        ``name``, ``queue`` and ``max_attempts`` (:meth:`standalone`)."""
+        #: The job's row; None outside a worker.
+        self.id: int | None = None if job is None else job.pk
+        self.name: str = name if job is None else job.name
+        self.queue: str = queue if job is None else job.queue
         #: The attempt running, from 1.
-        self.attempt: int = job.attempts
-        self.max_attempts: int = job.max_attempts
-        #: When the claim took it (the database's clock): what rate limits count.
-        self.claimed_at: datetime | None = job.started_at
+        self.attempt: int = 1 if job is None else job.attempts
+        self.max_attempts: int = max_attempts if job is None else job.max_attempts
+        #: When the claim took it (the database's clock): what rate limits count. None outside
+        #: a worker.
+        self.claimed_at: datetime | None = None if job is None else job.started_at
         # Plain attributes, no locks: this is made for every job a worker runs. A bool and a
         # tuple are each replaced whole (one reference), which the loop's thread reads safely.
         self._cancel = False
         self._progress: tuple[int, str] | None = None  # (version, JSON) last reported
         self._written = 0  # the version the worker last took
 
+    @classmethod
+    def standalone(cls, name: str = "", queue: str = "", max_attempts: int = 1) -> CurrentJob:
+        """What ``current_job()`` returns outside a worker: a job function called directly.
+
+        No row (``id`` None, ``claimed_at`` None), attempt 1, ``cancel_requested`` False
+        (``request_cancel()`` sets it, for a test), progress kept in memory (``progress``).
+        """
+        return cls(name=name, queue=queue, max_attempts=max_attempts)
+
     def __repr__(self) -> str:
+        if self.id is None:
+            return f"<CurrentJob {self.name or '(standalone)'} outside a worker>"
         return f"<CurrentJob {self.name} #{self.id} attempt {self.attempt}>"
 
     @property
@@ -85,6 +107,12 @@ class CurrentJob:
         version = self._progress[0] + 1 if self._progress is not None else 1
         self._progress = (version, text)
 
+    @property
+    def progress(self) -> dict[str, object] | None:
+        """The progress last reported (``{"done", "total", "message"}``), or None."""
+        progress = self._progress
+        return None if progress is None else json.loads(progress[1])
+
     # ----- the worker's side -----------------------------------------------------------------
 
     def request_cancel(self) -> None:
@@ -100,10 +128,18 @@ class CurrentJob:
 
 
 def current_job() -> CurrentJob:
-    """The job running in this thread (``RuntimeError`` outside a job run by a worker)."""
+    """The job running in this thread; outside a worker (a job function called directly), a
+    standalone one (:meth:`CurrentJob.standalone`), the same for the whole call when the
+    function is a ``@job`` (its name, queue and ``max_attempts``), else a new one."""
     job: CurrentJob | None = getattr(_local, "job", None)
     if job is None:
-        raise RuntimeError("current_job() is only available inside a job run by a worker")
+        return CurrentJob.standalone()
+    return job
+
+
+def bound() -> CurrentJob | None:
+    """The job bound to the calling thread, if any."""
+    job: CurrentJob | None = getattr(_local, "job", None)
     return job
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from django_pgqueue import operations, registry, rules
+from django_pgqueue import context, operations, registry, rules
 from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import InvalidJobArguments
@@ -56,7 +56,19 @@ class JobFunction[**P, R]:
         return self.spec.name
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.func(*args, **kwargs)
+        if context.bound() is not None:  # in a worker (or called by a running job)
+            return self.func(*args, **kwargs)
+        # Called directly (a test): current_job() is a standalone context for this call.
+        spec = self.spec
+        context.bind(
+            context.CurrentJob.standalone(
+                spec.name, spec.resolved_queue, spec.resolved_max_attempts
+            )
+        )
+        try:
+            return self.func(*args, **kwargs)
+        finally:
+            context.bind(None)
 
     def using(
         self,

@@ -134,6 +134,40 @@ class Boolean(Rule):
         return "True or False"
 
 
+#: The level names a ``*_LOG_LEVEL`` setting accepts, and their numbers (``logging``'s).
+LOG_LEVELS: dict[str, int] = {
+    "DEBUG": 10,
+    "INFO": 20,
+    "WARNING": 30,
+    "ERROR": 40,
+    "CRITICAL": 50,
+}
+
+
+@dataclass(frozen=True)
+class LogLevel(Rule):
+    """A ``logging`` level: one of :data:`LOG_LEVELS`' names (any case) or its number."""
+
+    def _problem(self, value: Any) -> str | None:
+        if isinstance(value, str):
+            if value.upper() in LOG_LEVELS:
+                return None
+            return f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value in LOG_LEVELS.values():
+                return None
+            return f"must be one of {', '.join(map(str, LOG_LEVELS.values()))}, got {value}"
+        return WrongType(f"must be a level name or number, not {type(value).__name__}")
+
+    def describe(self) -> str:
+        return f"a logging level: {', '.join(f'{n!r}' for n in LOG_LEVELS)} or its number"
+
+
+def log_level(value: Any) -> int:
+    """A valid ``LogLevel`` value as ``logging``'s number."""
+    return LOG_LEVELS[value.upper()] if isinstance(value, str) else int(value)
+
+
 #: ``"10/s"``, ``"100/m"``, ``"5/2s"``, ``"1000/h"``, ``"20000/d"``: starts per period.
 _RATE = re.compile(r"([1-9][0-9]{0,6})/([0-9]{0,5}(?:\.[0-9]{1,3})?)(s|m|h|d)")
 _UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -228,6 +262,8 @@ SETTINGS: dict[str, Rule] = {
     "SHUTDOWN_TIMEOUT": _seconds(),
     "CANCEL_TIMEOUT": _seconds(nullable=True),
     "FIRE_SCHEDULES": Boolean(),
+    "RETRY_LOG_LEVEL": LogLevel(),
+    "FAILURE_LOG_LEVEL": LogLevel(),
 }
 
 

@@ -99,9 +99,14 @@ if "PGQUEUE_LISTEN" in os.environ:
 if "PGQUEUE_PREPARED_STATEMENTS" in os.environ:
     PGQUEUE_PREPARED_STATEMENTS = os.environ["PGQUEUE_PREPARED_STATEMENTS"] == "1"
 
+# Worker subprocesses of tests that check a line's level print it (PGQUEUE_TEST_LOG_LEVELS=1).
+_CONSOLE = {"class": "logging.StreamHandler"}
+if os.environ.get("PGQUEUE_TEST_LOG_LEVELS") == "1":
+    _CONSOLE["formatter"] = "levels"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"levels": {"format": "%(levelname)s %(message)s"}},
+    "handlers": {"console": _CONSOLE},
     "loggers": {"django_pgqueue": {"handlers": ["console"], "level": "INFO"}},
 }

@@ -14,6 +14,7 @@ from django_pgqueue import CurrentJob, current_job, operations
 from django_pgqueue.models import Job
 from django_pgqueue.operations import Outcome
 from django_pgqueue.states import Attempt, JobStatus
+from django_pgqueue.testing import run_jobs
 from tests.testapp import jobs
 from tests.utils import start_worker, stop, wait_until, worker_env
 
@@ -111,9 +112,47 @@ def test_retrying_a_cancelled_job_clears_the_request_and_its_progress():
     assert (row.status, row.cancel_requested_at, row.progress) == (JobStatus.PENDING, None, None)
 
 
-def test_current_job_outside_a_job_and_bad_progress_say_what_is_wrong():
-    with pytest.raises(RuntimeError, match="only available inside a job"):
-        current_job()
+def test_a_job_function_called_directly_has_a_standalone_current_job():
+    assert jobs.reports_itself(3) == {
+        "id": None,
+        "name": "tests.testapp.jobs.reports_itself",
+        "queue": "reports",
+        "attempt": 1,
+        "max_attempts": 4,
+        "claimed": False,
+        "cancel_requested": False,
+        "done": 3,
+        "progress": {"done": 3, "total": 3, "message": "step 3"},
+        "same": True,  # one context for the whole call
+    }
+    assert jobs.reports_itself(1)["progress"] == {"done": 1, "total": 1, "message": "step 1"}
+
+
+def test_current_job_outside_any_job_function_is_a_standalone_context():
+    me = current_job()
+    assert (me.id, me.name, me.attempt, me.claimed_at, me.cancel_requested) == (
+        None,
+        "",
+        1,
+        None,
+        False,
+    )
+    me.set_progress(1, 2, "half")  # kept in memory only
+    assert me.progress == {"done": 1, "total": 2, "message": "half"}
+    me.request_cancel()  # what a test can do to exercise a job's stop path
+    assert me.cancel_requested
+    assert "outside a worker" in repr(me)
+
+
+def test_run_jobs_binds_the_attempt_to_current_job():
+    created = jobs.reports_itself.enqueue(2)
+    ran = run_jobs()
+    result = ran[0].result
+    assert (result["id"], result["attempt"], result["queue"]) == (created.pk, 1, "reports")
+    assert result["claimed"] is True and result["cancel_requested"] is False
+
+
+def test_bad_progress_says_what_is_wrong():
     me = CurrentJob(Job(pk=1, name="x", queue="q", attempts=1, max_attempts=3))
     with pytest.raises(TypeError, match="done must be a number"):
         me.set_progress("half")  # type: ignore[arg-type]

@@ -41,6 +41,10 @@ def test_queue_database_must_exist():
         ("PGQUEUE_DEFAULT_QUEUE", ""),
         ("PGQUEUE_RETENTION", "7 days"),
         ("PGQUEUE_POLL_INTERVAL", True),
+        ("PGQUEUE_RETRY_LOG_LEVEL", "LOUD"),
+        ("PGQUEUE_RETRY_LOG_LEVEL", 35),
+        ("PGQUEUE_FAILURE_LOG_LEVEL", None),
+        ("PGQUEUE_FAILURE_LOG_LEVEL", True),
     ],
 )
 def test_bad_settings_fail_with_e003_naming_the_setting(name, value):

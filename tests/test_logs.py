@@ -40,7 +40,11 @@ def test_a_retry_says_which_attempt_comes_when(caplog):
     drain()
     (line,) = records(caplog, job_id=created.pk)
     message = line.getMessage()
-    assert re.search(r"attempt 1/3 failed after [\d.]+ ms; retry 2/3 in 30\.00 s at ", message)
+    assert re.search(
+        r"attempt 1/3 failed after [\d.]+ ms \(RuntimeError: boom\); retry 2/3 in 30\.00 s at ",
+        message,
+    )
+    assert (line.levelno, line.exc_info) == (logging.WARNING, None)  # one line, no traceback
     assert (line.outcome, line.attempt, line.queue, line.worker_id) == (
         "retried",
         1,
@@ -61,6 +65,51 @@ def test_a_last_failure_says_dead_and_a_success_its_duration(caplog):
     (fine_line,) = records(caplog, job_id=fine.pk)
     assert re.search(r"attempt 1/5 completed after [\d.]+ ms$", fine_line.getMessage())
     assert fine_line.outcome == "completed"
+
+
+@override_settings(
+    PGQUEUE_BACKOFF_BASE=30, PGQUEUE_RETRY_LOG_LEVEL="info", PGQUEUE_FAILURE_LOG_LEVEL=50
+)
+def test_the_settings_choose_the_levels_of_a_retried_and_a_dead_failure(caplog):
+    caplog.set_level(logging.DEBUG, logger="django_pgqueue")
+    retried = jobs.always_fails.enqueue("line\nbreak")
+    dead = jobs.always_fails.using(max_attempts=1).enqueue()
+    drain()
+    (retried_line,) = records(caplog, job_id=retried.pk)
+    assert (retried_line.levelno, retried_line.exc_info) == (logging.INFO, None)
+    assert "(RuntimeError: line break); retry 2/3" in retried_line.getMessage()
+    (dead_line,) = records(caplog, job_id=dead.pk)
+    assert dead_line.levelno == logging.CRITICAL and dead_line.exc_info is not None
+
+
+def test_at_verbosity_zero_a_retried_failure_is_a_warning_line_and_a_dead_one_an_error_with_its_traceback(  # noqa: E501
+    tmp_path,
+):
+    marker = tmp_path / "count"
+    flaky = jobs.fails_until.enqueue(str(marker), 2)
+    dead = jobs.always_fails.using(max_attempts=1).enqueue("for good")
+    env = worker_env(PGQUEUE_BACKOFF_BASE="0", PGQUEUE_TEST_LOG_LEVELS="1")
+    quiet = run_worker("-v", "0", env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert Job.objects.get(pk=flaky.pk).status == "completed"
+    lines = quiet.stderr.splitlines()
+    (retried,) = [line for line in lines if f"#{flaky.pk} " in line]
+    assert retried.startswith("WARNING tests.testapp.jobs.fails_until"), quiet.stderr
+    assert "attempt 1/5 failed after" in retried
+    assert "(ValueError: attempt 1 fails); retry 2/5 in " in retried
+    (dead_line,) = [line for line in lines if f"#{dead.pk} " in line]
+    assert dead_line.startswith("ERROR tests.testapp.jobs.always_fails"), quiet.stderr
+    assert dead_line.endswith("; now dead")
+    # The one traceback is the dead job's, right under its line.
+    assert quiet.stderr.count("Traceback (most recent call last)") == 1, quiet.stderr
+    below = lines[lines.index(dead_line) + 1 :]
+    traceback = []
+    for line in below:
+        if line.split(" ", 1)[0] in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            break
+        traceback.append(line)
+    assert traceback[0] == "Traceback (most recent call last):", quiet.stderr
+    assert traceback[-1] == "RuntimeError: for good"
 
 
 def test_a_job_reclaimed_from_a_dead_worker_is_a_warning_naming_it(caplog):

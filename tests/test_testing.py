@@ -77,6 +77,69 @@ def test_capture_sees_enqueue_on_commit_when_the_transaction_commits(
     assert rolled_back == []
 
 
+class _Abort(Exception):
+    pass
+
+
+@pytest.mark.django_db
+def test_capture_forgets_jobs_whose_atomic_block_raised():
+    with capture_jobs() as captured:
+        with pytest.raises(_Abort), transaction.atomic():
+            jobs.add.enqueue(1, 1)
+            jobs.noop.enqueue_many([(), ()])
+            assert captured.names == ["tests.testapp.jobs.add"] + ["tests.testapp.jobs.noop"] * 2
+            raise _Abort
+        assert captured == [] and list(captured) == [] and captured.copy() == []
+        kept = jobs.add.enqueue(2, 2)
+    assert [c.id for c in captured] == [kept.pk]
+    assert list(Job.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_capture_follows_savepoints_inside_a_committed_transaction():
+    with capture_jobs() as captured:
+        with transaction.atomic():
+            outer = jobs.add.enqueue(1, 1)
+            with pytest.raises(_Abort), transaction.atomic():
+                jobs.add.enqueue(2, 2)
+                jobs.noop.enqueue_many([(), ()])
+                with transaction.atomic():  # committed into the savepoint that rolls back
+                    jobs.add.enqueue(3, 3)
+                raise _Abort
+            assert [c.id for c in captured] == [outer.pk]
+            many = jobs.noop.enqueue_many([(), ()])
+        assert [c.id for c in captured] == [outer.pk, *many]
+    assert [c.id for c in captured] == [outer.pk, *many]  # committed: they stay
+    assert sorted(Job.objects.values_list("pk", flat=True)) == sorted([outer.pk, *many])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_capture_forgets_a_transaction_rolled_back_after_the_block():
+    with transaction.atomic():
+        with capture_jobs() as captured:
+            jobs.add.enqueue(1, 1)
+        assert len(captured) == 1
+        transaction.set_rollback(True)
+    assert captured == []
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_capture_sees_enqueue_on_commit_only_when_committed():
+    with capture_jobs() as captured:
+        with pytest.raises(_Abort), transaction.atomic():
+            jobs.add.enqueue_on_commit(1, 1)
+            raise _Abort
+        with transaction.atomic():
+            jobs.add.enqueue_on_commit(2, 2)
+            with pytest.raises(_Abort), transaction.atomic():
+                jobs.add.enqueue_on_commit(3, 3)
+                raise _Abort
+            assert captured == []
+    assert [c.args for c in captured] == [[2, 2]]
+    assert list(Job.objects.values_list("args", flat=True)) == [[2, 2]]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_capture_sees_jobs_enqueued_by_other_threads_and_really_committed():
     def enqueue() -> None:

@@ -24,9 +24,10 @@ BULK_BATCH_SIZE = 5000
 #: web request enqueuing a handful of jobs does. COPY's cheaper rows win above.
 FEW_MAX = 100
 
-#: Called with every enqueued job: ``(spec, args_json, kwargs_json, job_id, run_after,
-#: deduplicated)``. Empty unless :func:`django_pgqueue.testing.capture_jobs` is listening.
-Observer = Callable[[JobSpec, str, str, int, "datetime | None", bool], None]
+#: Called with every enqueued job: ``(db, spec, args_json, kwargs_json, job_id, run_after,
+#: deduplicated)``, right after its INSERT, in the enqueuing thread (``db``'s transaction may
+#: still roll back). Empty unless :func:`django_pgqueue.testing.capture_jobs` is listening.
+Observer = Callable[[Database, JobSpec, str, str, int, "datetime | None", bool], None]
 observers: list[Observer] = []
 # How often an INSERT is tried again when the job using its unique key finished in between.
 _UNIQUE_RETRIES = 3
@@ -84,7 +85,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                 )
                 job.deduplicated = False
                 for observe in observers:
-                    observe(spec, args_json, kwargs_json, job.pk, job.run_after, False)
+                    observe(db, spec, args_json, kwargs_json, job.pk, job.run_after, False)
                 return job
             existing = (
                 Job.objects.using(db.alias)
@@ -94,7 +95,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
             if existing is not None:
                 existing.deduplicated = True
                 for observe in observers:
-                    observe(spec, args_json, kwargs_json, existing.pk, existing.run_after, True)
+                    observe(db, spec, args_json, kwargs_json, existing.pk, existing.run_after, True)
                 return existing
             # The job using the key finished between our INSERT and SELECT: insert again.
     raise RuntimeError(f"Could not enqueue job {spec.name!r} with unique key {spec.unique_key!r}")
@@ -119,7 +120,7 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
         ids, run_after = _copy_many(db, spec, payloads)
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
-            observe(spec, args_json, kwargs_json, job_id, run_after, False)
+            observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
     return ids
 
 

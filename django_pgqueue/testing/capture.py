@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
 from django_pgqueue.operations import enqueue as enqueue_operations
+from django_pgqueue.operations.db import Database, DjangoDatabase
 from django_pgqueue.spec import JobSpec
 
 
@@ -87,6 +91,104 @@ class CapturedJobs(list[CapturedJob]):
         return found[0]
 
 
+class _Followed:
+    """A job captured inside a transaction: visible while that transaction (or savepoint) may
+    still commit, and once it did; gone when it rolled back, as its row is.
+
+    It is a no-op ``on_commit`` callback of the enqueuing connection: Django runs it when the
+    outermost transaction commits, and drops it, without running it, when the savepoint (or
+    transaction) it was registered in rolls back.
+    """
+
+    __slots__ = ("committed", "connection", "job")
+
+    def __init__(self, job: CapturedJob, connection: BaseDatabaseWrapper) -> None:
+        self.job = job
+        self.connection = connection
+        self.committed = False
+
+    def __call__(self) -> None:
+        self.committed = True
+
+    @property
+    def alive(self) -> bool:
+        if self.committed:
+            return True
+        # Still waiting for the commit: in the connection's hooks. Rolled back: not any more.
+        return any(hook[1] is self for hook in self.connection.run_on_commit)
+
+
+class _LiveCapturedJobs(CapturedJobs):
+    """What ``capture_jobs()`` yields: the captured jobs whose transaction has not rolled back,
+    brought up to date whenever the list is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._entries: list[CapturedJob | _Followed] = []
+
+    def record(self, entry: CapturedJob | _Followed) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def _sync(self) -> None:
+        with self._lock:
+            self._entries = [
+                entry for entry in self._entries if not isinstance(entry, _Followed) or entry.alive
+            ]
+            list.__setitem__(
+                self,
+                slice(None),
+                [entry.job if isinstance(entry, _Followed) else entry for entry in self._entries],
+            )
+
+    # Every way of reading the list reads it up to date.
+    def __len__(self) -> int:
+        self._sync()
+        return super().__len__()
+
+    def __iter__(self) -> Iterator[CapturedJob]:
+        self._sync()
+        return super().__iter__()
+
+    def __reversed__(self) -> Iterator[CapturedJob]:
+        self._sync()
+        return super().__reversed__()
+
+    def __getitem__(self, index: Any) -> Any:
+        self._sync()
+        return super().__getitem__(index)
+
+    def __contains__(self, value: object) -> bool:
+        self._sync()
+        return super().__contains__(value)
+
+    def __eq__(self, other: object) -> bool:
+        self._sync()
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        self._sync()
+        return super().__ne__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        self._sync()
+        return super().__repr__()
+
+    def index(self, *args: Any) -> int:
+        self._sync()
+        return super().index(*args)
+
+    def count(self, value: CapturedJob) -> int:
+        self._sync()
+        return super().count(value)
+
+    def copy(self) -> list[CapturedJob]:
+        return CapturedJobs(iter(self))
+
+
 @contextmanager
 def capture_jobs() -> Iterator[CapturedJobs]:
     """Collect every job enqueued inside the block, by any path (``enqueue``,
@@ -98,14 +200,18 @@ def capture_jobs() -> Iterator[CapturedJobs]:
         assert jobs.names == ["shop.jobs.send_order_confirmation"]
         assert jobs[0].args == [order.pk]
 
+    The list follows the transactions as the rows do: a job enqueued in a transaction or
+    savepoint that rolls back leaves the list when it rolls back (also after the block); one
+    in a transaction that commits, or in the test's own transaction, stays.
+
     The jobs are in the table as usual; this only watches. An ``enqueue_on_commit`` job is
     enqueued when the transaction commits: in a ``TestCase`` (which never commits), wrap the
     code in ``captureOnCommitCallbacks(execute=True)`` inside the block.
     """
-    captured = CapturedJobs()
-    lock = threading.Lock()
+    captured = _LiveCapturedJobs()
 
     def observe(
+        db: Database,
         spec: JobSpec,
         args_json: str,
         kwargs_json: str,
@@ -126,8 +232,15 @@ def capture_jobs() -> Iterator[CapturedJobs]:
             concurrency_key=spec.concurrency_key,
             deduplicated=deduplicated,
         )
-        with lock:
-            captured.append(job)
+        # Called in the enqueuing thread: connections[alias] is the connection that inserted.
+        connection = connections[db.alias] if isinstance(db, DjangoDatabase) else None
+        if connection is not None and connection.in_atomic_block:
+            followed = _Followed(job, connection)
+            connection.on_commit(followed)
+            captured.record(followed)
+        else:
+            # Autocommit (already committed), or a connection whose transactions we can't see.
+            captured.record(job)
 
     enqueue_operations.observers.append(observe)
     try:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
+from django_pgqueue.context import CurrentJob, bind
 from django_pgqueue.states import Attempt
 from django_pgqueue.worker.performer import log_outcome, perform
 
@@ -138,7 +139,11 @@ def run_jobs(
 
 
 def _run_one(db: operations.Database, job: Job, worker_id: str) -> RanAttempt:
-    outcome = perform(job, worker_id, TestConnections())
+    bind(CurrentJob(job))  # current_job() sees this attempt, as under a worker
+    try:
+        outcome = perform(job, worker_id, TestConnections())
+    finally:
+        bind(None)
     log_outcome(job, outcome, worker_id)
     operations.finish(db, worker_id, [outcome], delete_completed=settings.RETENTION <= 0)
     return RanAttempt(

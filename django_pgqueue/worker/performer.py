@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from django_pgqueue import registry, signals
 from django_pgqueue.arguments import jsonb_storable
+from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
@@ -258,8 +259,33 @@ def perform(
     return outcome
 
 
-#: The level of an attempt's line (every other outcome is an error).
+#: The level of an attempt's line; a failure's comes from the settings (:func:`_level`).
 _LEVELS: dict[str, int] = {Attempt.COMPLETED: logging.INFO, Attempt.CANCELLED: logging.WARNING}
+#: The most of an exception's message a retry's one-line reason keeps.
+_REASON_MAX = 300
+
+
+def _retried(outcome: Outcome) -> bool:
+    """Whether the attempt failed and the job will run again (its line has no traceback)."""
+    return outcome.outcome == Attempt.RETRIED and outcome.run_after is not None
+
+
+def _level(outcome: Outcome) -> int:
+    level = _LEVELS.get(outcome.outcome)
+    if level is not None:
+        return level
+    return settings.RETRY_LOG_LEVEL if _retried(outcome) else settings.FAILURE_LOG_LEVEL
+
+
+def _reason(exc: BaseException | None, error: str | None) -> str:
+    """``TimeoutError: read timed out``: the exception's class and message, on one line."""
+    if exc is None:
+        text = (error or "").strip().splitlines()
+        return text[-1][:_REASON_MAX] if text else "no exception"
+    message = " ".join(str(exc).split())
+    if len(message) > _REASON_MAX:
+        message = message[: _REASON_MAX - 3] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> None:
@@ -267,8 +293,13 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
 
     The record carries ``job_id``, ``job_name``, ``queue``, ``attempt``, ``outcome``,
     ``duration`` (seconds) and ``worker_id`` as attributes, for structured (JSON) formatters.
+
+    A failure the job will retry is one line at ``PGQUEUE_RETRY_LOG_LEVEL`` (WARNING): the
+    exception's class and message, and when it runs again, without the traceback (kept in
+    the job's error history). The last one, the job dead, is at ``PGQUEUE_FAILURE_LOG_LEVEL``
+    (ERROR) with the traceback: with Sentry's logging integration, only that is an event.
     """
-    level = _LEVELS.get(outcome.outcome, logging.ERROR)
+    level = _level(outcome)
     if not logger.isEnabledFor(level):
         return
     duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
@@ -303,19 +334,20 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
         wait = outcome.retry_delay
         if wait is None:
             wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
-        logger.error(
-            "%s failed %s; retry %d/%d in %s at %s",
+        logger.log(
+            level,
+            "%s failed %s (%s); retry %d/%d in %s at %s",
             head,
             ran,
+            _reason(outcome.exception, outcome.error),
             job.attempts + 1,
             job.max_attempts,
             _seconds(wait),
             outcome.run_after.isoformat(timespec="milliseconds"),
-            exc_info=exc_info,
             extra=extra,
         )
     else:
-        logger.error("%s failed %s; now dead", head, ran, exc_info=exc_info, extra=extra)
+        logger.log(level, "%s failed %s; now dead", head, ran, exc_info=exc_info, extra=extra)
 
 
 #: Set (True) on an exception whose traceback another logger already wrote: the attempt's line

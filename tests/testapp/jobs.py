@@ -342,3 +342,27 @@ def charge(order_id: int, table: str = "") -> int:
                 [me.id, me.claimed_at.timestamp(), me.claimed_at.timestamp()],
             )
     return order_id
+
+
+@job(queue="reports", max_attempts=4)
+def reports_itself(steps: int) -> dict[str, object]:
+    """Uses every attribute of ``current_job()``: what a test calling it directly sees."""
+    me = current_job()
+    done = 0
+    for step in range(steps):
+        if me.cancel_requested:
+            break
+        done = step + 1
+        me.set_progress(done, steps, f"step {done}")
+    return {
+        "id": me.id,
+        "name": me.name,
+        "queue": me.queue,
+        "attempt": me.attempt,
+        "max_attempts": me.max_attempts,
+        "claimed": me.claimed_at is not None,
+        "cancel_requested": me.cancel_requested,
+        "done": done,
+        "progress": me.progress,
+        "same": current_job() is me,
+    }
