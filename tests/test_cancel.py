@@ -116,7 +116,7 @@ def test_a_job_function_called_directly_has_a_standalone_current_job():
     assert jobs.reports_itself(3) == {
         "id": None,
         "name": "tests.testapp.jobs.reports_itself",
-        "queue": "reports",
+        "queue": "emails",
         "attempt": 1,
         "max_attempts": 4,
         "claimed": False,
@@ -148,7 +148,7 @@ def test_run_jobs_binds_the_attempt_to_current_job():
     created = jobs.reports_itself.enqueue(2)
     ran = run_jobs()
     result = ran[0].result
-    assert (result["id"], result["attempt"], result["queue"]) == (created.pk, 1, "reports")
+    assert (result["id"], result["attempt"], result["queue"]) == (created.pk, 1, "emails")
     assert result["claimed"] is True and result["cancel_requested"] is False
 
 

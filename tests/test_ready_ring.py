@@ -287,6 +287,7 @@ def test_an_idle_worker_promotes_only_for_scheduled_jobs(queue_connection):
     claimer = Claimer(queue_connection, "w", ["default"], burst=False)
     far = time.monotonic() + 7200
     claimer.next_reclaim = far
+    claimer.next_repair = far  # its first repair round would wake it within 2 s
     jobs.noop.enqueue()  # in the ring, as if a claim had skipped it
     assert claimer.idle_until() <= time.monotonic() + BLOCKED_RECHECK
     assert claimer.next_reclaim == far, "no promotion asked for a ring row"

@@ -344,7 +344,7 @@ def charge(order_id: int, table: str = "") -> int:
     return order_id
 
 
-@job(queue="reports", max_attempts=4)
+@job(queue="emails", max_attempts=4)
 def reports_itself(steps: int) -> dict[str, object]:
     """Uses every attribute of ``current_job()``: what a test calling it directly sees."""
     me = current_job()
