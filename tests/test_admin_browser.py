@@ -17,7 +17,9 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from django_pgqueue.models import Job, Queue, Worker
+from django_pgqueue.models import Job, Queue, Schedule, Worker
+from django_pgqueue.schedules.declaration import Declaration
+from django_pgqueue.schedules.sync import sync
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -374,3 +376,81 @@ def test_the_error_reads_at_a_laptops_width_and_wider(page, live_server, operato
     history.click()
     expect(page.locator(".pgqueue-attempt summary").first).to_contain_text("UTC on web-1:4242")
     shot(page, tmp_path, f"13-completed-job-{width}")
+
+
+WIDTHS = (1280, 1400, 1920)
+
+# What a person sees of the breadcrumbs bar and of the page's width, at one viewport width.
+LOOK = """() => {
+  const bar = document.querySelector('.breadcrumbs');
+  const style = bar && getComputedStyle(bar);
+  return {
+    bar: bar && {
+      tag: bar.tagName,
+      background: style.backgroundColor,
+      padding: style.padding,
+      margin: style.margin,
+      listStyle: style.listStyleType,
+      numbered: [...bar.querySelectorAll('li')]
+        .map((li) => getComputedStyle(li))
+        .some((li) => li.display === 'list-item' && li.listStyleType !== 'none'),
+    },
+    page: [document.documentElement.scrollWidth, window.innerWidth],
+  };
+}"""
+
+
+def test_every_page_has_the_admins_breadcrumbs_and_fits_the_width(
+    page, live_server, operator, tmp_path
+):
+    """On the Django that renders them (5.2, 6.0 or 6.1), the app's own pages have the admin's
+    breadcrumbs bar, not a numbered list; no page scrolls sideways at a laptop's and a
+    desktop's widths."""
+    some_history()
+    dead = dead_job(kwargs={"user_id": 42, "template": "welcome"})
+    dead_job("webhooks", name="shop.jobs.deliver_webhook", last_error=f"Traceback\n{WEBHOOK_ERROR}")
+    nightly = Schedule.objects.create(
+        name="nightly report",
+        job="tests.testapp.jobs.noop",
+        cron="0 3 * * *",
+        timezone="Europe/Paris",
+    )
+    sync(declarations=[Declaration(job="tests.testapp.jobs.record", every=30.0, args=["x"])])
+    jobs = reverse("admin:django_pgqueue_job_changelist")
+    log_in(page, live_server, jobs)
+    # The reference: the breadcrumbs bar of a page that Django's own template renders.
+    admins = page.evaluate(LOOK)["bar"]
+    assert admins and not admins["numbered"]
+
+    problems: list[str] = []
+
+    def looks_right(name: str) -> None:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            look = page.evaluate(LOOK)
+            if look["bar"] != admins:
+                problems.append(f"{name} at {width}px: breadcrumbs {look['bar']} != {admins}")
+            scroll, inner = look["page"]
+            if scroll > inner:
+                problems.append(f"{name} at {width}px: the page scrolls sideways ({scroll})")
+            shot(page, tmp_path, f"look-{name}-{width}", full_page=False)
+
+    looks_right("jobs")
+    page.check(f'input.action-select[value="{dead.pk}"]')
+    page.select_option('select[name="action"]', "delete_selected")
+    page.click('button[name="index"]')
+    expect(page.get_by_role("button", name="Yes, delete")).to_be_visible()
+    looks_right("delete-confirmation")
+    pages = {
+        "job": reverse("admin:django_pgqueue_job_change", args=[dead.pk]),
+        "dashboard": reverse("admin:django_pgqueue_job_dashboard"),
+        "retry-dead-confirmation": reverse("admin:django_pgqueue_job_retry_dead")
+        + "?queue=default",
+        "schedules": reverse("admin:django_pgqueue_schedule_changelist"),
+        "schedule": reverse("admin:django_pgqueue_schedule_change", args=[nightly.pk]),
+        "app": reverse("admin:app_list", args=["django_pgqueue"]),
+    }
+    for name, url in pages.items():
+        page.goto(live_server.url + url)
+        looks_right(name)
+    assert not problems, "\n".join(problems)

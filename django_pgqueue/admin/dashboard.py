@@ -31,6 +31,8 @@ class QueueDashboard(JobAdminBase):
             request,
             "django_pgqueue/admin/dashboard.html",
             "Queue dashboard",
+            trail=[self.changelist_crumb()],
+            here="Queue dashboard",
             report=report,
             rows=[self._dashboard_row(q, controls) for q in report.queues],
             paused=sorted(name for name, c in controls.items() if c.paused),
