@@ -27,7 +27,7 @@ from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
-from django_pgqueue.printable import get_logger
+from django_pgqueue.printable import get_logger, log_time
 from django_pgqueue.retries import RetryDecision
 from django_pgqueue.sql import dumps
 from django_pgqueue.states import Attempt, JobStatus
@@ -395,7 +395,7 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
             job.attempts + 1,
             job.max_attempts,
             _seconds(wait),
-            outcome.run_after.isoformat(timespec="milliseconds"),
+            log_time(outcome.run_after),
             extra=extra,
         )
     else:
