@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from datetime import datetime
 from typing import Any
+
+from django.utils import timezone
 
 #: C0 and C1 control characters, DEL, and the characters that move text around: the line and
 #: paragraph separators and the bidirectional marks, embeddings, overrides and isolates.
@@ -39,6 +42,18 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
 def printable_json(value: Any, **kwargs: Any) -> str:
     """``json.dumps`` with every control character escaped (it leaves DEL, U+007F, raw)."""
     return json.dumps(value, ensure_ascii=True, **kwargs).replace("\x7f", "\\u007f")
+
+
+def log_time(value: datetime) -> str:
+    """A time as every log message of the package prints it: ``2026-11-23 15:03:18.410+01:00``.
+
+    In Django's current time zone (``TIME_ZONE`` unless a project activated another), as the
+    ``run_jobs`` line times are, with its UTC offset, to the millisecond. A naive value
+    (``USE_TZ = False``) is read as in that zone.
+    """
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    return timezone.localtime(value).isoformat(sep=" ", timespec="milliseconds")
 
 
 class PrintableFilter(logging.Filter):

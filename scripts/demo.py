@@ -3,8 +3,9 @@
 1. finds a database (scripts/pgdb.py: DATABASE_URL, else the local server's new database
    ``pgqueue_demo``, else a private cluster in .pgdata/) and migrates it;
 2. creates the demo admin login ``admin`` with a fresh password, printed below;
-3. enqueues a mix of jobs (``manage.py seed_demo``), runs two worker processes and shows their
-   progress until the batch is done, then prints a summary per queue;
+3. deletes the jobs and orders an earlier demo left, enqueues a mix of jobs
+   (``manage.py seed_demo --fresh``), runs two worker processes and shows their progress until
+   the batch is done, then prints a summary per queue;
 4. serves the site and the admin (with a worker still running) until Ctrl-C. Without a
    terminal (CI=true, or stdin not a TTY) it stops after the summary, with status 0.
 
@@ -237,7 +238,8 @@ def main() -> int:
 
     step("Enqueueing a realistic mix of jobs")
     first_id = Job.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    call_command("seed_demo", newsletter=int(args.newsletter))
+    # A fresh start: the jobs and orders of an earlier `make demo` are deleted first.
+    call_command("seed_demo", newsletter=int(args.newsletter), fresh=True)
 
     step("Running 2 worker processes x 4 threads (log: example_project/var/worker.log)")
     worker = start_worker("worker.log")

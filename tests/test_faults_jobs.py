@@ -9,7 +9,10 @@ faulty job ended in a final state with its real error recorded, and the worker i
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -510,3 +513,58 @@ def test_a_crash_loop_among_forty_healthy_jobs_charges_only_the_crasher(tmp_path
     assert_healthy_ran_once(out, values)  # none charged an attempt, none dead
     assert_crashed_alone(crasher.pk, 6, "signal 9")
     assert "WorkerLost" not in log, "every crash is recovered by the supervisor, not by expiry"
+
+
+# ----- a job that forks ------------------------------------------------------------------------
+
+
+def _in_process_group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``, read from /proc."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended while we looked
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(("child", "status"), [("exit", 0), ("raise", 1), ("return", 0)])
+def test_a_job_whose_forked_child_exits_completes_once_and_leaves_no_ghost(tmp_path, child, status):
+    """Issue 36: the child of a job's ``os.fork()`` returned into the worker, logged the job
+    failed, and lived on as a ghost worker thread the parent's ``waitpid`` waited for."""
+    pid_file = tmp_path / "child-pid"
+    out = tmp_path / "out"
+    faulty, values = enqueue_around(out, lambda: jobs.forks.enqueue(str(pid_file), child), 3)
+    proc = start_worker("--threads", "1")
+    try:
+        wait_until(
+            lambda: Job.objects.filter(status="completed").count() == len(values) + 1,
+            timeout=60,
+        )
+    finally:
+        log = stop(proc)
+        try:
+            wait_until(lambda: _in_process_group(proc.pid) == [], timeout=10)
+        finally:
+            for ghost in _in_process_group(proc.pid):  # never leave one for later tests
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(ghost, signal.SIGKILL)
+    assert proc.returncode == 0, log
+    assert_healthy_ran_once(out, values)
+    row = Job.objects.get(pk=faulty)
+    assert (row.status, row.attempts, row.result) == ("completed", 1, status)
+    assert len(re.findall(rf"forks #{faulty} .* completed", log)) == 1, log
+    assert not re.search(rf"forks #{faulty} .* failed", log), "the child logs nothing"
+    child_pid = int(pid_file.read_text())
+    wait_until(lambda: _gone(child_pid), timeout=10)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import re
 import signal
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_pgqueue.models import Job
+from django_pgqueue import operations
+from django_pgqueue.models import Job, Schedule
 from django_pgqueue.models import Worker as WorkerRow
 from django_pgqueue.worker import Worker
 from django_pgqueue.worker.performer import decide, failed, log_outcome
@@ -194,3 +196,38 @@ def test_verbosity_two_shows_an_idle_worker_sleeping_and_why():
     assert proc.returncode == 0, text
     assert re.search(r"Worker sleepy: next job due in [\d.]+s; sleeping up to [\d.]+s", text)
     assert "Worker sleepy claimed 0 of" in text
+
+
+# ----- times in log messages: the project's time zone, with its offset (issue 36) ---------------
+
+
+@override_settings(TIME_ZONE="Asia/Kolkata", PGQUEUE_BACKOFF_BASE=30, PGQUEUE_BACKOFF_JITTER=0)
+def test_a_retry_line_gives_its_time_in_the_project_time_zone_with_its_offset(caplog):
+    caplog.set_level(logging.INFO, logger="django_pgqueue")
+    created = jobs.always_fails.enqueue()
+    drain()
+    (line,) = records(caplog, job_id=created.pk)
+    run_after = Job.objects.get(pk=created.pk).run_after
+    assert run_after is not None
+    stamp = run_after.astimezone(ZoneInfo("Asia/Kolkata")).isoformat(" ", "milliseconds")
+    assert stamp.endswith("+05:30")
+    assert line.getMessage().endswith(f" at {stamp}")
+
+
+@override_settings(TIME_ZONE="Asia/Kolkata")
+def test_a_schedule_enqueue_line_gives_its_ticks_in_the_project_time_zone(caplog):
+    caplog.set_level(logging.INFO, logger="django_pgqueue")
+    schedule = Schedule(name="tz", job="tests.testapp.jobs.noop", every=60.0)
+    schedule.full_clean()
+    schedule.save()
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=datetime(2026, 1, 1, 12, tzinfo=UTC))
+    fired = operations.fire_schedules(
+        operations.DjangoDatabase("default"), now=datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
+    )
+    assert fired.enqueued == 1
+    (line,) = [r for r in caplog.records if getattr(r, "schedule", None) == "tz"]
+    job_id = Job.objects.get(schedule="tz").pk
+    assert line.getMessage() == (
+        f"Schedule 'tz' enqueued tests.testapp.jobs.noop #{job_id} "
+        "for 2026-01-01 17:30:00.000+05:30"
+    )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django_pgqueue import registry
 from django_pgqueue.operations.db import Database
 from django_pgqueue.operations.enqueue import register_limits
-from django_pgqueue.printable import get_logger
+from django_pgqueue.printable import get_logger, log_time
 from django_pgqueue.sql import Cursor
 from django_pgqueue.sql import schedules as sql
 from django_pgqueue.states import ACTIVE
@@ -124,7 +124,7 @@ def _log_fired(
             name,
             job,
             ", #".join(map(str, ids)),
-            ", ".join(f"{t:%Y-%m-%d %H:%M:%S}" for t in ticks),
+            ", ".join(map(log_time, ticks)),
             extra=extra,
         )
     if len(ids) < len(ticks):

@@ -3,6 +3,9 @@
 Nothing a job does escapes :func:`perform`: an exception (``SystemExit`` and
 ``KeyboardInterrupt`` included), an unknown name, or a return value PostgreSQL cannot store all
 become a failed attempt of that job, with the real error recorded.
+
+One exception: a job that forks. Its child returns (or raises) into the worker's code too, and
+must not carry on as a copy of the worker: it ends there (:func:`end_forked_child`).
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import sys
 import traceback
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from django.db import connections
 from django.utils import timezone
@@ -22,7 +27,7 @@ from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
-from django_pgqueue.printable import get_logger
+from django_pgqueue.printable import get_logger, log_time
 from django_pgqueue.retries import RetryDecision
 from django_pgqueue.sql import dumps
 from django_pgqueue.states import Attempt, JobStatus
@@ -211,6 +216,53 @@ class WorkerConnections:
 WORKER_CONNECTIONS = WorkerConnections()
 
 
+def run_in_this_process(job: Job) -> Any:
+    """Run the job's function; in a child it forked, end that child as it returns or raises.
+
+    The pid is the one this attempt started in: a process the job forked (``os.fork()``)
+    returns or raises into this code too, and must not go on as a copy of the worker (logging
+    the attempt, writing its outcome, taking more jobs on a thread no signal stops).
+    """
+    pid = os.getpid()
+    try:
+        value = registry.get(job.name).run(job)
+    except BaseException as exc:
+        if os.getpid() != pid:
+            end_forked_child(exc)
+        raise
+    if os.getpid() != pid:
+        end_forked_child(None)
+    return value
+
+
+def end_forked_child(exc: BaseException | None) -> NoReturn:
+    """End a process a job forked, at once, as Python would end it (not as the worker).
+
+    The exit status is a ``SystemExit``'s code (0 for None; its message printed and 1 for any
+    other value), 0 when the job's function returned in the child, and 1 when it raised
+    anything else (its traceback printed to stderr). Nothing is logged or written to the
+    database, and the connections the child inherited are left alone (closing one would close
+    it for the parent too): ``os._exit`` skips every cleanup but flushing ``sys.stdout`` and
+    ``sys.stderr``, as ``multiprocessing`` does for the processes it forks.
+    """
+    code = 0
+    try:
+        if isinstance(exc, SystemExit):
+            if isinstance(exc.code, int):
+                code = exc.code
+            elif exc.code is not None:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        elif exc is not None:
+            code = 1
+            traceback.print_exception(exc, file=sys.stderr)
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    finally:
+        os._exit(code)
+
+
 def perform(
     job: Job, worker_id: str, attempt_connections: AttemptConnections = WORKER_CONNECTIONS
 ) -> Outcome:
@@ -225,7 +277,7 @@ def perform(
     try:
         if job.poison:
             raise PoisonJob(f"Job {job.name!r} #{job.pk} cannot be run as stored: {job.poison}")
-        value = registry.get(job.name).run(job)
+        value = run_in_this_process(job)
         left_open = attempt_connections.after(failed=False)
         if left_open:
             raise TransactionLeftOpen(
@@ -343,7 +395,7 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
             job.attempts + 1,
             job.max_attempts,
             _seconds(wait),
-            outcome.run_after.isoformat(timespec="milliseconds"),
+            log_time(outcome.run_after),
             extra=extra,
         )
     else:

@@ -213,6 +213,22 @@ def kills_own_process() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@job(max_attempts=1)
+def forks(path: str, child: str) -> int:
+    """Forks; the child returns, calls ``sys.exit(0)`` or raises (``child``), and the parent
+    waits for it, writes its pid to ``path`` and returns its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        if child == "exit":
+            sys.exit(0)
+        if child == "raise":
+            raise RuntimeError("raised in the forked child")
+        return -1  # the child returns: a value nobody records
+    Path(path).write_text(str(pid))
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 # ----- receivers that raise, connected only in worker subprocesses that ask for them ------------
 
 

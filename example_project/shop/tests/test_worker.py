@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from django.core.management import call_command
 
 from django_pgqueue.models import Job
@@ -59,3 +60,18 @@ def test_demo_batch_runs_to_the_expected_end(run_worker):
     run_worker()
     assert not jobs.dead().exists()
     assert WebhookEndpoint.objects.get(store__slug="coffee-corner").deliveries == 5
+
+
+@pytest.mark.django_db
+def test_seed_demo_fresh_replaces_an_earlier_demo_instead_of_adding_to_it():
+    """Issue 36: each `make demo` added its 517 jobs to those of the runs before it."""
+    call_command("seed_demo", newsletter=5, stdout=io.StringIO())
+    first = (Job.objects.count(), Order.objects.count())
+    assert first == (122, 40)
+    err = io.StringIO()
+    call_command("seed_demo", newsletter=5, fresh=True, stdout=io.StringIO(), stderr=err)
+    assert (Job.objects.count(), Order.objects.count()) == first
+    assert "deleted the 122 jobs and 40 orders of earlier runs" in err.getvalue()
+    # Without --fresh, a run adds to what is there (the unique search rebuild is still waiting).
+    call_command("seed_demo", newsletter=5, stdout=io.StringIO())
+    assert (Job.objects.count(), Order.objects.count()) == (2 * 122 - 1, 80)

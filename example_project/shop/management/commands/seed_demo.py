@@ -1,4 +1,8 @@
-"""``manage.py seed_demo``: stores, orders and a realistic mix of jobs to look at."""
+"""``manage.py seed_demo``: stores, orders and a realistic mix of jobs to look at.
+
+Each run adds to what is there; ``--fresh`` (what ``make demo`` passes) first deletes the jobs
+and orders of earlier runs (:func:`reset_demo`), so the admin shows one demo's batch.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from django_pgqueue.models import Job
 from django_pgqueue.testing import capture_jobs
 from shop.jobs import (
     deliver_webhook,
@@ -19,7 +24,7 @@ from shop.jobs import (
     send_review_request,
     sync_inventory,
 )
-from shop.models import Store, SupplierSync, WebhookEndpoint
+from shop.models import Order, Store, SupplierSync, WebhookEndpoint
 from shop.services import place_order
 
 STORES = [
@@ -31,15 +36,36 @@ STORES = [
 SKUS = ["TENT-2P", "STOVE-X1", "MUG-350", "LAMP-USB"]
 
 
+def reset_demo() -> tuple[int, int]:
+    """Delete every job and order of the demo database; returns how many of each.
+
+    The demo's database is its own (``pgqueue_demo``): all its jobs are earlier demos' (and
+    the example declares no periodic schedule, so there is none to remove). Stores, endpoints
+    and supplier rows are kept and set right by the seeding itself.
+    """
+    with transaction.atomic():
+        jobs = Job.objects.all().delete()[1].get(Job._meta.label, 0)
+        orders = Order.objects.all().delete()[1].get(Order._meta.label, 0)
+    return jobs, orders
+
+
 class Command(BaseCommand):
     help = "Create demo stores and orders, and enqueue a realistic mix of jobs."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--newsletter", type=int, default=400, help="newsletter emails")
         parser.add_argument("--seed", type=int, default=7, help="random seed")
+        parser.add_argument(
+            "--fresh",
+            action="store_true",
+            help="first delete the jobs and orders of earlier runs (make demo does)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         rng = random.Random(options["seed"])
+        if options["fresh"]:
+            jobs, orders = reset_demo()
+            self.stderr.write(f"  deleted the {jobs} jobs and {orders} orders of earlier runs")
         counts: dict[str, int] = {}  # every row counts jobs (capture_jobs sees each enqueue)
 
         stores = []
