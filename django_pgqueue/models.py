@@ -262,6 +262,11 @@ class Worker(models.Model):
     last_seen_at = models.DateTimeField(default=timezone.now)
     jobs_done = models.BigIntegerField(default=0, help_text="Attempts finished since start.")
     stopped_at = models.DateTimeField(null=True, blank=True)
+    abandoned = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        help_text="Jobs whose abandoned attempt's thread still runs here.",
+    )
 
     class Meta:
         db_table = "pgqueue_worker"

@@ -40,10 +40,17 @@ def prune(db: Database) -> Pruned:
 
 
 def report_worker(
-    db: Database, worker_id: str, queues: Sequence[str] | None, threads: int, jobs_done: int
+    db: Database,
+    worker_id: str,
+    queues: Sequence[str] | None,
+    threads: int,
+    jobs_done: int,
+    abandoned: Sequence[int] = (),
 ) -> tuple[str, int] | None:
     """Insert or refresh this worker's row (on every heartbeat); returns the host and pid the
-    row named before, if it existed: another process's, under a ``worker_id`` both use."""
+    row named before, if it existed: another process's, under a ``worker_id`` both use.
+
+    ``abandoned``: the jobs whose abandoned attempt's thread still runs in this worker."""
     with db.cursor() as cursor:
         cursor.execute(
             sql.UPSERT_WORKER,
@@ -54,6 +61,7 @@ def report_worker(
                 "queues": dumps(list(queues or [])),
                 "threads": threads,
                 "jobs_done": jobs_done,
+                "abandoned": dumps(sorted(set(abandoned))),
             },
         )
         row = cursor.fetchone()

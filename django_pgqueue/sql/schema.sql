@@ -1,4 +1,4 @@
--- The queue's schema after migration 0015_repair_position: every pgqueue_* object.
+-- The queue's schema after migration 0016_worker_abandoned: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -380,6 +380,7 @@ CREATE TABLE public.pgqueue_worker (
     last_seen_at timestamp with time zone NOT NULL,
     jobs_done bigint NOT NULL,
     stopped_at timestamp with time zone,
+    abandoned jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT pgqueue_worker_pid_check CHECK ((pid >= 0)),
     CONSTRAINT pgqueue_worker_threads_check CHECK ((threads >= 0))
 );

@@ -139,6 +139,18 @@ class Executors:
     def abandoned(self, job: Job) -> bool:
         return (job.pk, job.attempts) in self._abandoned
 
+    def abandoned_alive(self) -> list[int]:
+        """The jobs whose abandoned attempt's thread is still running the job function (it
+        leaves the list when the function returns: the thread ends)."""
+        with self._lock:
+            return sorted(
+                {
+                    run.job.pk
+                    for attempt, run in self._running.items()
+                    if attempt in self._abandoned and run.thread.is_alive()
+                }
+            )
+
     @property
     def has_deadlines(self) -> bool:
         return any(

@@ -408,7 +408,12 @@ class Worker:
                 )
                 self._executors.lost.add(job_id)
         before = operations.report_worker(
-            self._connection, self.worker_id, self.queues, self.threads, self.stats.finished
+            self._connection,
+            self.worker_id,
+            self.queues,
+            self.threads,
+            self.stats.finished,
+            self._executors.abandoned_alive(),
         )
         self._claimer.reported(before)
 

@@ -21,20 +21,21 @@ WITH before AS (SELECT hostname, pid FROM pgqueue_worker WHERE worker_id = %(id)
 upserted AS (
     INSERT INTO pgqueue_worker AS w
         (worker_id, hostname, pid, queues, threads, started_at, last_seen_at, jobs_done,
-         stopped_at)
+         stopped_at, abandoned)
     VALUES (%(id)s, %(hostname)s, %(pid)s, %(queues)s::jsonb, %(threads)s, now(), now(),
-            %(jobs_done)s, NULL)
+            %(jobs_done)s, NULL, %(abandoned)s::jsonb)
     ON CONFLICT (worker_id) DO UPDATE
     SET last_seen_at = now(), jobs_done = EXCLUDED.jobs_done, stopped_at = NULL,
         hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
-        threads = EXCLUDED.threads,
+        threads = EXCLUDED.threads, abandoned = EXCLUDED.abandoned,
         started_at = CASE WHEN (w.hostname, w.pid) = (EXCLUDED.hostname, EXCLUDED.pid)
                      THEN w.started_at ELSE now() END
 )
 SELECT hostname, pid FROM before
 
 -- name: STOP_WORKER
-UPDATE pgqueue_worker SET stopped_at = now(), last_seen_at = now(), jobs_done = %s
+UPDATE pgqueue_worker SET stopped_at = now(), last_seen_at = now(), jobs_done = %s,
+    abandoned = '[]'::jsonb
 WHERE worker_id = %s
 
 -- name: PRUNE_WORKERS
