@@ -73,6 +73,9 @@ FINISHED: tuple[str, ...] = (
 PRUNED_AFTER_RETENTION: tuple[str, ...] = (JobStatus.COMPLETED.value, JobStatus.CANCELLED.value)
 #: Finished jobs a manual retry applies to (pending jobs that failed at least once, too).
 RETRYABLE: tuple[str, ...] = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
+#: Finished jobs an attempt of which the worker may have abandoned (cancel timeout, job
+#: timeout) while its thread still runs: the admin and ``pgqueue_status`` say so.
+ABANDONABLE: tuple[str, ...] = (JobStatus.CANCELLED.value, JobStatus.DEAD.value)
 
 
 def is_retryable(status: str, attempts: int) -> bool:

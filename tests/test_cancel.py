@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
-from django.test import override_settings
+from django.test import Client, override_settings
+from django.urls import reverse
 from django.utils import timezone
 
 from django_pgqueue import CurrentJob, current_job, operations
@@ -219,6 +222,54 @@ def test_a_job_that_ignores_the_request_is_abandoned_after_the_cancel_timeout(tm
     assert "its thread was abandoned" in row.last_error
     assert "finished" not in marker.read_text()  # still sleeping in its abandoned thread
     assert "CancelTimeout" in text
+
+
+def test_a_cancelled_job_whose_abandoned_thread_still_runs_says_so_until_it_ends(
+    tmp_path: Path, admin_client: Client
+):
+    """The worker reports the abandoned attempt's thread while it runs: the admin's job page and
+    ``pgqueue_status`` say the cancelled job still runs in that worker, then plain cancelled."""
+    marker, release = tmp_path / "marker", tmp_path / "release"
+    created = jobs.ignores_cancel_until.enqueue(str(marker), str(release))
+    page = reverse("admin:django_pgqueue_job_change", args=[created.pk])
+    proc = start_worker(
+        "--threads",
+        "1",
+        "--cancel-timeout",
+        "0.5",
+        "--worker-id",
+        "abandoner",
+        env=worker_env(PGQUEUE_HEARTBEAT_INTERVAL="0.2"),
+    )
+    label = "Cancelled — still running in worker abandoner, abandoned"
+
+    def status_text() -> str:
+        out = StringIO()
+        call_command("pgqueue_status", stdout=out)
+        return out.getvalue()
+
+    try:
+        wait_until(marker.exists)
+        fetch(created).cancel()
+        wait_until(lambda: fetch(created).status == JobStatus.CANCELLED)
+        wait_until(lambda: label in admin_client.get(page).content.decode())
+        changelist = reverse("admin:django_pgqueue_job_changelist")
+        assert label in admin_client.get(changelist).content.decode()
+        text = status_text()
+        assert (
+            f"job #{created.pk} tests.testapp.jobs.ignores_cancel_until: "
+            "cancelled — still running in worker abandoner, abandoned"
+        ) in text
+        assert "finished" not in marker.read_text()  # it is still running: the label is true
+        release.touch()
+        wait_until(lambda: "finished" in marker.read_text())
+        wait_until(lambda: label not in admin_client.get(page).content.decode())
+        assert "Abandoned attempts still running" not in status_text()
+        content = admin_client.get(page).content.decode()
+        assert "pgqueue-status-cancelled" in content and "still running" not in content
+    finally:
+        output = stop(proc, timeout=120)
+    assert fetch(created).status == JobStatus.CANCELLED, output
 
 
 def test_finish_stores_its_timestamps_to_the_microsecond_whatever_their_zone():

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from django_pgqueue import stats
+from django_pgqueue.admin.columns import mark_still_running
 
 if TYPE_CHECKING:
     _Paginator = Paginator[Any]
@@ -60,3 +61,5 @@ class JobChangeList(ChangeList):
         first_page = getattr(self.paginator, "first_page", None)
         if first_page is not None and not self.multi_page:
             self.result_list = first_page  # already read while counting
+        self.result_list = list(self.result_list)
+        mark_still_running(self.result_list)

@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import format_lazy
 
 from django_pgqueue.admin.formatting import (
+    abandoned_badge,
     compact_duration,
     exact_time,
     job_status_badge,
@@ -22,7 +23,22 @@ from django_pgqueue.admin.formatting import (
     zone_name,
 )
 from django_pgqueue.models import Job
-from django_pgqueue.states import JobStatus
+from django_pgqueue.states import ABANDONABLE, JobStatus
+from django_pgqueue.stats.workers import still_running
+
+#: The attribute of a listed job naming the live worker still running its abandoned attempt (None:
+#: none); set on a page's jobs by :func:`mark_still_running`.
+STILL_RUNNING_IN = "pgqueue_still_running_in"
+MISSING = object()
+
+
+def mark_still_running(jobs: list[Job]) -> None:
+    """Look up, in one query, which of ``jobs`` a live worker still runs an abandoned attempt of."""
+    candidates = [job.pk for job in jobs if job.status in ABANDONABLE]
+    running = still_running(None, candidates, timezone.now()) if candidates else {}
+    for job in jobs:
+        setattr(job, STILL_RUNNING_IN, running.get(job.pk))
+
 
 #: Characters of the last error shown in the changelist (it wraps under the job's name).
 SHORT_ERROR = 160
@@ -101,6 +117,13 @@ class JobColumns:
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Job) -> SafeString:
+        if obj.status in ABANDONABLE:
+            # The job list looked its page up at once (mark_still_running); the job page asks.
+            worker = getattr(obj, STILL_RUNNING_IN, MISSING)
+            if worker is MISSING:
+                worker = still_running(None, [obj.pk], timezone.now()).get(obj.pk)
+            if isinstance(worker, str):
+                return abandoned_badge(obj.status, worker)
         return job_status_badge(obj.status, obj.attempts, obj.run_after)
 
     @admin.display(description="attempts")

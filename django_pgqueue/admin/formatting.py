@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 
 from django_pgqueue.fields import UndecodableJSON
 from django_pgqueue.states import JobStatus
+from django_pgqueue.stats.workers import still_running_label
 
 
 def compact_duration(value: timedelta | None) -> str:
@@ -94,6 +95,17 @@ def exact_time(value: datetime | str | None) -> str:
 def status_badge(status: str) -> SafeString:
     label = JobStatus(status).label if status in JobStatus.values else status
     return format_html('<span class="pgqueue-status pgqueue-status-{}">{}</span>', status, label)
+
+
+def abandoned_badge(status: str, worker_id: str) -> SafeString:
+    """A finished job whose abandoned attempt still runs in ``worker_id``'s thread."""
+    label = JobStatus(status).label if status in JobStatus.values else status
+    return format_html(
+        '<span class="pgqueue-status pgqueue-status-{}" title="{}">{}</span>',
+        status,
+        "its row is finished, but the worker gave up on its thread, which still runs the job",
+        still_running_label(label, worker_id),
+    )
 
 
 def job_status_badge(status: str, attempts: int, run_after: datetime | None) -> SafeString:

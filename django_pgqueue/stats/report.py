@@ -177,6 +177,7 @@ class QueueReport:
                     "started_at": w.started_at.isoformat(),
                     "last_seen_at": w.last_seen_at.isoformat(),
                     "jobs_done": w.jobs_done,
+                    "abandoned": w.abandoned,
                 }
                 for w in self.workers
             ],

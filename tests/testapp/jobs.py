@@ -95,6 +95,20 @@ def ignores_cancel(marker: str, seconds: float) -> str:
     return "done"
 
 
+@job(max_attempts=3)
+def ignores_cancel_until(marker: str, release: str) -> str:
+    """Sleeps in short steps, never looking at ``cancel_requested``, until the file ``release``
+    exists (at most ~10 min)."""
+    Path(marker).write_text("started\n")
+    for _ in range(12000):
+        if Path(release).exists():
+            break
+        time.sleep(0.05)
+    with open(marker, "a") as fh:
+        fh.write("finished\n")
+    return "done"
+
+
 # ----- faulty jobs (tests/test_faults_jobs.py) ------------------------------------------------
 # Each does one thing a real job can do to its worker; the tests run them among healthy jobs in
 # real run_jobs subprocesses.

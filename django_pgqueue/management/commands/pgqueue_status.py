@@ -17,6 +17,7 @@ from django_pgqueue.printable import printable, printable_json
 from django_pgqueue.rules import WORKER_OPTIONS
 from django_pgqueue.states import JobStatus, WorkerState
 from django_pgqueue.stats.schedules import ScheduleStatus, schedule_report
+from django_pgqueue.stats.workers import AbandonedJob, abandoned_jobs
 
 COLUMNS = (
     ("queue", "QUEUE"),
@@ -76,6 +77,13 @@ def render_table(report: stats.QueueReport) -> str:
             f"({stats.limits.COUNT_CAP:,} rows per count, "
             f"{stats.limits.WINDOW_CAP:,} for the last hour)."
         )
+    return "\n".join(lines)
+
+
+def render_abandoned(abandoned: list[AbandonedJob]) -> str:
+    """Finished jobs whose abandoned attempt still runs in a live worker's thread."""
+    lines = ["Abandoned attempts still running:"]
+    lines += [f"  job #{a.job_id} {printable(a.name)}: {printable(a.label)}" for a in abandoned]
     return "\n".join(lines)
 
 
@@ -144,11 +152,27 @@ class Command(BaseCommand):
             wanted = set(options["queues"])
             report.queues = [q for q in report.queues if q.queue in wanted]
         schedules = schedule_report()
+        abandoned = abandoned_jobs(None, report.workers)
         if options["json"]:
-            data = {**report.as_dict(), "schedules": [s.as_dict() for s in schedules]}
+            data = {
+                **report.as_dict(),
+                "abandoned": [
+                    {
+                        "id": a.job_id,
+                        "name": a.name,
+                        "status": a.status,
+                        "worker_id": a.worker_id,
+                        "label": a.label,
+                    }
+                    for a in abandoned
+                ],
+                "schedules": [s.as_dict() for s in schedules],
+            }
             self.stdout.write(printable_json(data, indent=2))
         else:
             table = render_table(report)
+            if abandoned:
+                table += "\n\n" + render_abandoned(abandoned)
             if schedules:
                 table += "\n\n" + render_schedules(schedules)
             self.stdout.write(table)
