@@ -204,14 +204,13 @@ class RepairRounds:
                 cursor.execute(sql.FIRST_RANGE)
                 self.first = int(cursor.fetchone()[0])
             newest_range = int(newest) // sql.REPAIR_RANGE
-            self.ranges = max(newest_range - self.first + 1, 1)
             numbers = [int(n) for n in numbers if self.first <= n <= newest_range]
             if not numbers:
                 # Past the newest job (or before the oldest): the next pass starts here.
                 cursor.execute(sql.RESTART_PASS)
                 self.first = int(cursor.fetchone()[0])
-                self.ranges = max(newest_range - self.first + 1, 1)
                 numbers = [self.first]
+        self.ranges = max(newest_range - self.first + 1, 1)
         return numbers
 
     def _count_workers(self, number: int) -> None:
