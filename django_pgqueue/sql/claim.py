@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from django_pgqueue.sql import CANCELLED, DEAD, PENDING, RUNNING, TABLE, claim_order, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE
-from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
+from django_pgqueue.sql.ready import candidates, delete_taken
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
@@ -26,35 +26,24 @@ from django_pgqueue.sql.ready import READY_TABLE, delete_taken, job_of_row
 _FRESH_FILTER = f"""
     r.slot >= 0 AND r.rate_key IS NULL
     AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE})
-    AND (r.concurrency_key IS NULL OR (
-        NOT EXISTS (SELECT 1 FROM {TABLE} x
-                    WHERE x.status = {RUNNING} AND x.concurrency_key = r.concurrency_key)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {TABLE} x
+        WHERE x.status = {RUNNING} AND x.concurrency_key = r.concurrency_key))
 """
-_FRESH_ORDER = f"ORDER BY {claim_order('r.')}"
+# Taken row by row, only for the rows the claim pulls (``ready.candidates``).
+_KEY_LOCK = """(r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))"""
 _FRESH_COLUMNS = (
-    "r.slot, r.ctid AS row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, "
-    "r.run_after"
+    "r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after"
 )
-_FRESH_FROM = f"{READY_TABLE} r {job_of_row('r')}"
-_FRESH_LOCK = "FOR UPDATE OF r SKIP LOCKED"
 
-_FRESH_ALL_QUEUES = f"""
-    SELECT {_FRESH_COLUMNS} FROM {_FRESH_FROM}
-    WHERE {_FRESH_FILTER}
-    {_FRESH_ORDER}
-    LIMIT %(limit)s
-    {_FRESH_LOCK}
-"""
+_FRESH_ALL_QUEUES = candidates(_FRESH_FILTER, _KEY_LOCK, _FRESH_COLUMNS)
 
 _FRESH_NAMED_QUEUES = f"""
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
-    CROSS JOIN LATERAL (
-        SELECT {_FRESH_COLUMNS} FROM {_FRESH_FROM}
-        WHERE r.queue = q.name AND {_FRESH_FILTER}
-        {_FRESH_ORDER}
-        LIMIT %(limit)s
-        {_FRESH_LOCK}
+    CROSS JOIN LATERAL ({
+    candidates(f"r.queue = q.name AND {_FRESH_FILTER}", _KEY_LOCK, _FRESH_COLUMNS)
+}
     ) c
     LIMIT %(limit)s
 """
@@ -74,7 +63,7 @@ def _when_lost_for_good(then: str, otherwise: str) -> str:
 
 # Runnable pending jobs, at most one per concurrency key; their ready rows are deleted.
 # A candidate is a ring row whose job is pending, due, agrees with it and is not locked
-# (:func:`job_of_row`): a row that disagrees, whose job is gone, or whose job row another
+# (``ready.candidates``): a row that disagrees, whose job is gone, or whose job row another
 # transaction has locked (an operator's ``select_for_update()``) is stepped over, never the end of
 # the claim (docs/storage.md, S4). Two rows of one job (S1 violated) run it once: both go.
 _PICK_FRESH = f"""

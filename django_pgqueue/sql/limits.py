@@ -36,9 +36,9 @@ from django_pgqueue.sql.ready import (
     HELD_TABLE,
     INSERT_SLOT,
     READY_TABLE,
+    candidates,
     delete_taken,
     insert_moved,
-    job_of_row,
 )
 
 WINDOW_TABLE = "pgqueue_rate_window"
@@ -145,9 +145,8 @@ def _running(column: str, value: str) -> str:
 # queue or window is full is not a candidate at all.
 _FILTER = f"""
     r.slot >= 0 AND {not_paused("r.queue")}
-    AND (r.concurrency_key IS NULL OR (
-        {_running("concurrency_key", "r.concurrency_key")} < coalesce(r.concurrency_limit, 1)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
+    AND (r.concurrency_key IS NULL
+         OR {_running("concurrency_key", "r.concurrency_key")} < coalesce(r.concurrency_limit, 1))
     AND NOT EXISTS (SELECT 1 FROM {QUEUE_TABLE} qc WHERE qc.name = r.queue
         AND qc.concurrency_limit IS NOT NULL
         AND {_running("queue", "r.queue")} >= qc.concurrency_limit)
@@ -160,24 +159,20 @@ _FILTER = f"""
     AND (r.rate_key IS NULL OR NOT %(rate_limits)s
          OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
 """
-_ORDER = f"ORDER BY {claim_order('r.')}"
+# Taken row by row, only for the rows the claim pulls (``ready.candidates``).
+_KEY_LOCK = """(r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))"""
 _COLUMNS = (
-    "r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, "
+    "r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, "
     "r.concurrency_limit, r.rate_key, r.priority, r.run_after"
 )
 
 # ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
-_FROM = f"{READY_TABLE} r {job_of_row('r')}"
-_FRESH_ALL_QUEUES = f"""
-    SELECT {_COLUMNS}, 0 AS ord FROM {_FROM} WHERE {_FILTER} {_ORDER}
-    LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED
-"""
+_FRESH_ALL_QUEUES = candidates(_FILTER, _KEY_LOCK, f"{_COLUMNS}, 0 AS ord")
 
 _FRESH_NAMED_QUEUES = f"""
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
-    CROSS JOIN LATERAL (
-        SELECT {_COLUMNS} FROM {_FROM} WHERE r.queue = q.name AND {_FILTER} {_ORDER}
-        LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED
+    CROSS JOIN LATERAL ({candidates(f"r.queue = q.name AND {_FILTER}", _KEY_LOCK, _COLUMNS)}
     ) c
     LIMIT %(limit)s
 """
@@ -219,7 +214,7 @@ def _record_starts(prefix: str, column: str) -> str:
 
 
 # The candidates are ring rows whose jobs are pending, due, agree with them and are not locked
-# (``ready.job_of_row``), as in the plain claim (``sql.claim``). Two rows of one job (S1
+# (``ready.candidates``), as in the plain claim (``sql.claim``). Two rows of one job (S1
 # violated) run it once: ``fresh`` keeps one, and both go.
 _CLAIM = f"""
 WITH window_room AS MATERIALIZED (

@@ -32,7 +32,7 @@ deleted without running anything.
 
 from __future__ import annotations
 
-from django_pgqueue.sql import PENDING, TABLE
+from django_pgqueue.sql import PENDING, TABLE, claim_order
 
 READY_TABLE = "pgqueue_ready"
 LATER_TABLE = "pgqueue_ready_later"
@@ -77,8 +77,8 @@ def agrees(job: str, row: str) -> str:
 
 def job_of_row(row: str) -> str:
     """A ``JOIN LATERAL`` of the job of the ready row ``row`` (an alias), locked ``SKIP
-    LOCKED``, kept if it is pending, due and agrees with the row. Locked first: a claim that
-    gets the job row goes on to lock the ready row, and one that does not never tries.
+    LOCKED``, kept if it is pending, due and agrees with the row. The claims lock the ready row
+    first (:func:`candidates`): rows another claim holds are skipped before their jobs are read.
 
     The subquery looks the job up by ``j.id = {row}.job_id`` alone, behind ``OFFSET 0`` (no
     condition is pushed into it), so the primary key is the only index it can use: with the
@@ -98,6 +98,38 @@ def job_of_row(row: str) -> str:
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
     ON j.status = {PENDING} AND j.run_after <= clock_timestamp() AND {agrees("j", row)}"""
+
+
+#: How many ring rows a claim may step over besides the jobs it asks for (S4): rows whose job
+#: another transaction has locked, whose concurrency key another claim holds, that break S1-S3.
+STEP_OVER = 1000
+
+
+def candidates(where: str, then: str, columns: str) -> str:
+    """A claim's pick: ``columns`` of up to ``%(limit)s`` ring rows ``r`` that ``where`` keeps
+    (no side effects: it may be evaluated for every row of the ring), taken in the claims'
+    order, each locked ``SKIP LOCKED``, then kept if its job can be locked and taken
+    (:func:`job_of_row`, alias ``j``) and ``then`` holds (``then`` may take advisory locks).
+
+    The side effects happen row by row, only for the rows the ``LIMIT`` pulls: the ordered
+    rows come from a subquery the planner cannot flatten (its ``LIMIT``), and nothing above
+    it sorts. Were the job lock or ``then`` below a sort (a plan the planner picks when the
+    ring's statistics say it is small), they would run for every row of the ring: a claim of
+    seven jobs locking every pending job, every concurrent claim finding none. The nested
+    loop keeps the subquery's order; the subquery's own ``LIMIT`` lets the planner read the
+    ring's index in that order, and bounds the rows stepped over (:data:`STEP_OVER`).
+    """
+    copied = ", ".join(f"r.{c}" for c in COLUMNS)
+    return f"""
+    SELECT {columns} FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, {copied} FROM {READY_TABLE} r
+        WHERE {where}
+        ORDER BY {claim_order("r.")}
+        LIMIT %(limit)s + {STEP_OVER}
+        FOR UPDATE SKIP LOCKED) r
+    {job_of_row("r")}
+    WHERE {then}
+    LIMIT %(limit)s"""
 
 
 #: Where a moved row ``m`` goes by its job id and ``run_after``: a ring slot, or the later

@@ -4,24 +4,27 @@
 
 -- name: CLAIM_ALL_QUEUES
 WITH fresh AS MATERIALIZED (
-    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+    SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+        WHERE
+    r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_job x
+        WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
         SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
     ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
-    WHERE
-    r.slot >= 0 AND r.rate_key IS NULL
-    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
-    AND (r.concurrency_key IS NULL OR (
-        NOT EXISTS (SELECT 1 FROM pgqueue_job x
-                    WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
-
-    ORDER BY r.priority DESC, r.run_after, r.job_id
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
     LIMIT %(limit)s
-    FOR UPDATE OF r SKIP LOCKED
-
 ), picked AS (
     (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
@@ -85,23 +88,27 @@ RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WH
 WITH fresh AS MATERIALIZED (
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
+    SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+        WHERE r.queue = q.name AND
+    r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_job x
+        WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
         SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
     ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
-        WHERE r.queue = q.name AND
-    r.slot >= 0 AND r.rate_key IS NULL
-    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
-    AND (r.concurrency_key IS NULL OR (
-        NOT EXISTS (SELECT 1 FROM pgqueue_job x
-                    WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
-
-        ORDER BY r.priority DESC, r.run_after, r.job_id
-        LIMIT %(limit)s
-        FOR UPDATE OF r SKIP LOCKED
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s
     ) c
     LIMIT %(limit)s
 

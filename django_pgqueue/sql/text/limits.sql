@@ -56,17 +56,13 @@ WITH window_room AS MATERIALIZED (
 ), full_windows AS MATERIALIZED (
     SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
 ), candidates AS MATERIALIZED (
-    SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM pgqueue_ready r JOIN LATERAL (
-        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
-        WHERE j.id = r.job_id
-        OFFSET 0
-        FOR UPDATE SKIP LOCKED) j
-    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit) WHERE
+    SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+        WHERE
     r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
                 WHERE qc.name = r.queue AND qc.paused)
-    AND (r.concurrency_key IS NULL OR (
-        (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
+    AND (r.concurrency_key IS NULL
+         OR (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1))
     AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = r.queue
         AND qc.concurrency_limit IS NOT NULL
         AND (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue) >= qc.concurrency_limit)
@@ -78,9 +74,19 @@ WITH window_room AS MATERIALIZED (
          OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
     AND (r.rate_key IS NULL OR NOT %(rate_limits)s
          OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
- ORDER BY r.priority DESC, r.run_after, r.job_id
-    LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED
 
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s
 ), fresh AS (
     SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
 ), ranked AS (
@@ -235,17 +241,13 @@ WITH window_room AS MATERIALIZED (
 ), candidates AS MATERIALIZED (
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT r.slot, r.ctid AS row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM pgqueue_ready r JOIN LATERAL (
-        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
-        WHERE j.id = r.job_id
-        OFFSET 0
-        FOR UPDATE SKIP LOCKED) j
-    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit) WHERE r.queue = q.name AND
+    SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+        WHERE r.queue = q.name AND
     r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
                 WHERE qc.name = r.queue AND qc.paused)
-    AND (r.concurrency_key IS NULL OR (
-        (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1)
-        AND pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0))))
+    AND (r.concurrency_key IS NULL
+         OR (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1))
     AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = r.queue
         AND qc.concurrency_limit IS NOT NULL
         AND (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue) >= qc.concurrency_limit)
@@ -257,8 +259,19 @@ WITH window_room AS MATERIALIZED (
          OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
     AND (r.rate_key IS NULL OR NOT %(rate_limits)s
          OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
- ORDER BY r.priority DESC, r.run_after, r.job_id
-        LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s
     ) c
     LIMIT %(limit)s
 
