@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from django_pgqueue.context import CurrentJob, current_job
 from django_pgqueue.decorators import JobFunction, job
-from django_pgqueue.exceptions import InvalidJobArguments, PgQueueError, UnknownJob
+from django_pgqueue.exceptions import (
+    InvalidJobArguments,
+    JobInterrupted,
+    PgQueueError,
+    UnknownJob,
+)
 from django_pgqueue.queues import limit_queue, pause_queue, resume_queue
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.states import JobStatus
@@ -19,6 +24,7 @@ __all__ = [
     "CurrentJob",
     "InvalidJobArguments",
     "JobFunction",
+    "JobInterrupted",
     "JobSpec",
     "JobStatus",
     "PgQueueError",

@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     "JOB_TIMEOUT": None,
     # Worker: seconds a graceful shutdown waits for running jobs.
     "SHUTDOWN_TIMEOUT": 30.0,
+    # How many times a job may be handed back by a worker's shutdown without spending an attempt
+    # (docs/worker.md, "Deploys and long jobs"); past it each interruption counts as one.
+    "MAX_INTERRUPTIONS": 10,
     # Worker: seconds a cancelled running job has to return before its thread is abandoned and
     # replaced (its late result dropped); None waits for it however long it runs.
     "CANCEL_TIMEOUT": 30.0,
@@ -171,6 +174,10 @@ class Settings:
     @property
     def SHUTDOWN_TIMEOUT(self) -> float:
         return _seconds(self.get("SHUTDOWN_TIMEOUT"))
+
+    @property
+    def MAX_INTERRUPTIONS(self) -> int:
+        return int(self.get("MAX_INTERRUPTIONS"))
 
     @property
     def CANCEL_TIMEOUT(self) -> float | None:

@@ -2,13 +2,14 @@
 
 The worker's executor makes a :class:`CurrentJob` for each attempt and binds it to the thread
 running it. The job reads its id and attempt, asks whether it was cancelled
-(``cancel_requested``, set by the worker loop when ``Job.cancel()`` reaches it) and reports
+(``cancel_requested``, set by the worker loop when ``Job.cancel()`` reaches it) or its worker is
+shutting down (``shutdown_requested``: raise ``JobInterrupted`` to be handed back) and reports
 progress, which the loop writes to the job's row about once a second (never from the job's own
 connection or transaction), where the admin shows it.
 
 Outside a worker (a job function called directly, as in a unit test), ``current_job()`` returns
 a standalone :class:`CurrentJob`: no id, attempt 1, never cancelled, its progress kept in
-memory only (``progress``).
+memory only (``progress``), no shutdown (``request_shutdown()`` makes one, for a test).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class CurrentJob:
     __slots__ = (
         "_cancel",
         "_progress",
+        "_shutdown",
         "_written",
         "attempt",
         "claimed_at",
@@ -44,10 +46,17 @@ class CurrentJob:
     )
 
     def __init__(
-        self, job: Job | None = None, *, name: str = "", queue: str = "", max_attempts: int = 1
+        self,
+        job: Job | None = None,
+        *,
+        name: str = "",
+        queue: str = "",
+        max_attempts: int = 1,
+        shutdown: threading.Event | None = None,
     ) -> None:
         """The attempt of ``job`` a worker runs; without one, a standalone context with
-        ``name``, ``queue`` and ``max_attempts`` (:meth:`standalone`)."""
+        ``name``, ``queue`` and ``max_attempts`` (:meth:`standalone`). ``shutdown``: the
+        worker's, set when its shutdown starts (one per context without it)."""
         #: The job's row; None outside a worker.
         self.id: int | None = None if job is None else job.pk
         self.name: str = name if job is None else job.name
@@ -63,6 +72,7 @@ class CurrentJob:
         self._cancel = False
         self._progress: tuple[int, str] | None = None  # (version, JSON) last reported
         self._written = 0  # the version the worker last took
+        self._shutdown = shutdown if shutdown is not None else threading.Event()
 
     @classmethod
     def standalone(cls, name: str = "", queue: str = "", max_attempts: int = 1) -> CurrentJob:
@@ -86,6 +96,15 @@ class CurrentJob:
         retried.
         """
         return self._cancel
+
+    @property
+    def shutdown_requested(self) -> bool:
+        """Whether the worker running this job is shutting down (SIGTERM: a deploy, a scale
+        down). A long job checks it at safe points and raises ``JobInterrupted`` there: it is
+        handed back and runs again on another worker, without spending an attempt. A job that
+        runs on past the worker's shutdown timeout is handed back the same way; its code is
+        stopped with its process."""
+        return self._shutdown.is_set()
 
     def set_progress(self, done: float, total: float | None = None, message: str = "") -> None:
         """Report how far the job is (``done`` of ``total``, and a short message).
@@ -117,6 +136,10 @@ class CurrentJob:
 
     def request_cancel(self) -> None:
         self._cancel = True
+
+    def request_shutdown(self) -> None:
+        """Set ``shutdown_requested`` (the worker sets its shared flag instead; for a test)."""
+        self._shutdown.set()
 
     def take_progress(self) -> str | None:
         """The progress reported since the last call (JSON), if any (the worker's thread)."""

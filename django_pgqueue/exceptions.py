@@ -47,5 +47,13 @@ class WorkerCrashed(PgQueueError):
     """Recorded on a job whose worker process died while running it (os._exit, a signal...)."""
 
 
+class JobInterrupted(PgQueueError):
+    """Raise it from a job to be handed back: typically once ``current_job().shutdown_requested``
+    says the worker is shutting down. The job goes back to ``pending`` and runs again on the
+    next worker without spending an attempt (``PGQUEUE_MAX_INTERRUPTIONS`` bounds how often);
+    the message is kept in its history. The worker also records this on a job still running
+    when its shutdown timeout ran out, or when its process was stopped under it."""
+
+
 class CancelTimeout(PgQueueError):
     """A job asked to stop ran on past the cancel timeout: its thread was abandoned."""

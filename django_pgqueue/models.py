@@ -64,6 +64,12 @@ class Job(models.Model):
         default=0, db_default=0, help_text="Claims so far, including the running one."
     )
     max_attempts = models.PositiveIntegerField(default=5, db_default=5)
+    interruptions = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Times a worker's shutdown handed it back (docs/worker.md); within "
+        "PGQUEUE_MAX_INTERRUPTIONS they spend no attempt.",
+    )
     locked_at = models.DateTimeField(
         null=True, blank=True, help_text="Claim time, refreshed by the worker's heartbeat."
     )

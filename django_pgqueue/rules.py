@@ -261,6 +261,7 @@ SETTINGS: dict[str, Rule] = {
     "JOB_TIMEOUT": _seconds(above=True, nullable=True),
     "SHUTDOWN_TIMEOUT": _seconds(),
     "CANCEL_TIMEOUT": _seconds(nullable=True),
+    "MAX_INTERRUPTIONS": Integer(0, 1_000_000),
     "FIRE_SCHEDULES": Boolean(),
     "RETRY_LOG_LEVEL": LogLevel(),
     "FAILURE_LOG_LEVEL": LogLevel(),

@@ -33,6 +33,9 @@ class Attempt(StrEnum):
     DEAD = "dead"
     #: Asked to stop while it ran (``Job.cancel()``): the job ends cancelled, never retried.
     CANCELLED = "cancelled"
+    #: Handed back because its worker shut down (``JobInterrupted``, the shutdown timeout): the
+    #: job is pending again, its attempt not counted (up to ``PGQUEUE_MAX_INTERRUPTIONS``).
+    INTERRUPTED = "interrupted"
 
 
 class Event(StrEnum):

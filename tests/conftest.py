@@ -72,6 +72,7 @@ SLOW_MODULES = {
     "test_faults_jobs.py",
     "test_pgbouncer.py",
     "test_schedule_workers.py",
+    "test_worker_deploys.py",
 }
 
 

@@ -228,13 +228,18 @@ def test_a_cancelled_job_whose_abandoned_thread_still_runs_says_so_until_it_ends
     tmp_path: Path, admin_client: Client
 ):
     """The worker reports the abandoned attempt's thread while it runs: the admin's job page and
-    ``pgqueue_status`` say the cancelled job still runs in that worker, then plain cancelled."""
+    ``pgqueue_status`` say the cancelled job still runs in that worker, then plain cancelled.
+    (Its process stops claiming and finishes its other job, a long one here, before it is
+    replaced: the thread ends earlier, released by the test.)"""
     marker, release = tmp_path / "marker", tmp_path / "release"
     created = jobs.ignores_cancel_until.enqueue(str(marker), str(release))
+    jobs.long_export.enqueue(str(tmp_path / "export"), 120)
     page = reverse("admin:django_pgqueue_job_change", args=[created.pk])
     proc = start_worker(
         "--threads",
-        "1",
+        "2",
+        "--shutdown-timeout",
+        "120",
         "--cancel-timeout",
         "0.5",
         "--worker-id",

@@ -188,21 +188,22 @@ def test_a_second_signal_exits_at_once_and_sets_every_job_right(tmp_path):
     assert not Job.objects.filter(status="running").exists(), text
     assert not Job.objects.filter(locked_by__isnull=False).exists(), text
     rows = {row.pk: row for row in Job.objects.all()}
-    interrupted = [row for row in rows.values() if row.attempts == 1]
+    # The running one was interrupted by the shutdown: handed back, its attempt not spent.
+    interrupted = [row for row in rows.values() if row.interruptions == 1]
     assert len(interrupted) == 1, rows
     (row,) = interrupted
     assert row.pk == running.pk
     assert row.status == "pending"
-    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.WorkerCrashed"
-    assert "killed by a second signal to run_jobs" in row.last_error
-    assert {r.attempts for r in rows.values() if r.pk != row.pk} == {0}, "hand-back spends none"
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.JobInterrupted"
+    assert "killed by a second signal to run_jobs" in row.errors[-1]["traceback"]
+    assert {r.attempts for r in rows.values()} == {0}, "neither spends an attempt"
 
-    # They all run on the next worker (the interrupted one once its backoff is over).
+    # They all run on the next worker.
     Job.objects.update(args=[str(out), "quick", 0.0], run_after=timezone.now())
     result = run_worker()
     assert result.returncode == 0, result.stderr
     assert statuses() == Counter({"completed": 4})
-    assert Job.objects.get(pk=row.pk).attempts == 2
+    assert Job.objects.get(pk=row.pk).attempts == 1
 
 
 def test_terminated_database_connections_do_not_stop_the_worker(tmp_path):

@@ -82,7 +82,10 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
                 )
             },
         ),
-        ("Attempts and lock", {"fields": ("attempts_column", "locked_by", "locked_detail")}),
+        (
+            "Attempts and lock",
+            {"fields": ("attempts_column", "interruptions", "locked_by", "locked_detail")},
+        ),
         ("Keys", {"fields": ("unique_key", "concurrency_key")}),
         ("Result", {"fields": ("result_json",)}),
         ("Error history", {"fields": ("errors_column",)}),

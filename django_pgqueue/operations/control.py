@@ -53,13 +53,15 @@ def _wake(jobs: QuerySet[Job], ids: list[int]) -> None:
 
 
 def retry(jobs: QuerySet[Job]) -> list[int]:
-    """Make the dead, cancelled and failed jobs among ``jobs`` runnable now, attempts reset.
+    """Make the dead, cancelled and failed jobs among ``jobs`` runnable now, attempts and
+    interruptions reset.
 
     Jobs whose unique key is in use by another active job are left as they are.
     """
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
         "attempts": 0,
+        "interruptions": 0,
         "run_after": timezone.now(),
         "locked_at": None,
         "locked_by": None,

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from django.utils import timezone
 
+from django_pgqueue.conf import settings
 from django_pgqueue.operations.db import CONNECTION_ERRORS, DATABASE_ERRORS, Database
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import control as control_sql
@@ -169,6 +170,7 @@ def _finish(
             o.result_json,
             o.error,
             o.error_entry_json,
+            *((True,) if o.outcome == Attempt.INTERRUPTED else ()),
         ]
         for o in outcomes
         if not (delete_completed and o.status == JobStatus.COMPLETED)
@@ -181,7 +183,14 @@ def _finish(
             written.update(row[0] for row in cursor.fetchall())
         if to_update:
             statement = sql.FINISH_ASYNC if asynchronous else sql.FINISH
-            cursor.execute(statement, [dumps(to_update), worker_id])
+            cursor.execute(
+                statement,
+                {
+                    "outcomes": dumps(to_update),
+                    "worker": worker_id,
+                    "max_interruptions": settings.MAX_INTERRUPTIONS,
+                },
+            )
             written.update(row[0] for row in cursor.fetchall())
     return written
 
@@ -198,6 +207,24 @@ def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
     with db.cursor() as cursor:
         cursor.execute(sql.RELEASE, [list(job_ids), worker_id])
         return {row[0] for row in cursor.fetchall()}
+
+
+def interrupt(db: Database, worker_id: str, job_ids: Sequence[int], reason: str) -> dict[int, str]:
+    """Hand back running jobs of ``worker_id`` whose worker is shutting down under them
+    (interrupted: see ``sql.INTERRUPT``), ``reason`` kept in their history; returns the status
+    each job now has (``pending``; ``dead`` for one interrupted too often and out of attempts;
+    ``cancelled`` for one asked to stop)."""
+    with db.cursor() as cursor:
+        cursor.execute(
+            sql.INTERRUPT,
+            {
+                "ids": list(job_ids),
+                "worker": worker_id,
+                "reason": reason,
+                "max_interruptions": settings.MAX_INTERRUPTIONS,
+            },
+        )
+        return {row[0]: row[1] for row in cursor.fetchall()}
 
 
 def release_unknown(db: Database, worker_id: str, known_ids: Sequence[int]) -> set[int]:

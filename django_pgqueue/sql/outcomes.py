@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import CANCELLED, PENDING, RUNNING, TABLE, readable_timestamp
+from django_pgqueue.sql import CANCELLED, DEAD, PENDING, RUNNING, TABLE, readable_timestamp
 from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.sql.ready import LATER_SLOT, READY_TABLE
+from django_pgqueue.states import Attempt
 
 # A job asked to stop while it ran ends cancelled, whatever its attempt's outcome.
 _ASKED_TO_STOP = "j.cancel_requested_at IS NOT NULL"
@@ -38,35 +39,72 @@ def _from_micros(text: str) -> str:
 _ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
+# An interrupted attempt (its worker shut down: the job raised ``JobInterrupted``, ran past the
+# shutdown timeout, or its process was stopped under it) hands its job back, pending, and
+# counts it in ``interruptions``. While the job has been interrupted fewer than
+# ``%(max_interruptions)s`` times (PGQUEUE_MAX_INTERRUPTIONS) its attempt is given back; past
+# that the attempt counts, and a job out of attempts ends dead: a job that never gets through a
+# shutdown cannot be handed back for ever. The one place the rule is spelled: the outcome write
+# (``FINISH``, an attempt the job ended) and the hand-back of running jobs (``INTERRUPT``) both
+# use it.
+def _charged(interrupted: str) -> str:
+    return f"({interrupted} AND j.interruptions >= %(max_interruptions)s::integer)"
+
+
+def _interrupted_dead(interrupted: str) -> str:
+    return f"({_charged(interrupted)} AND j.attempts >= j.max_attempts)"
+
+
+def _interrupted_sets(interrupted: str) -> str:
+    """The columns an interruption (``interrupted``: a boolean expression) sets besides the
+    status and the history."""
+    return f"""attempts = CASE WHEN {interrupted} AND NOT {_charged(interrupted)}
+               THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+    interruptions = CASE WHEN {interrupted} THEN least(j.interruptions, 2147483646) + 1
+                    ELSE j.interruptions END"""
+
+
+def _interrupted_error(interrupted: str) -> str:
+    """``last_error`` of a job an interruption made dead (else NULL)."""
+    return f"""CASE WHEN {_interrupted_dead(interrupted)} THEN 'JobInterrupted: handed back by '
+        || (j.interruptions + 1) || ' worker shutdowns (PGQUEUE_MAX_INTERRUPTIONS is '
+        || %(max_interruptions)s::integer || '), the last ones counted as attempts; out of attempts'
+        END"""
+
+
 def _finish(commit: str) -> str:
     return f"""
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
-    -- element by element in Python.
+    -- error_entry, interrupted] rows: json.dumps builds it in C, where array parameters are
+    -- dumped element by element in Python. ``interrupted`` may be left out (false).
     -- The timestamps are microseconds since the Unix epoch.
     SELECT (r->>0)::bigint AS id, r->>1 AS status, {_from_micros("r->>2")} AS run_after,
            {_from_micros("r->>3")} AS started_at, {_from_micros("r->>4")} AS finished_at,
-           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
-    FROM jsonb_array_elements(%s::jsonb) AS t(r)
+           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
+           coalesce((r->>8)::boolean, false) AS interrupted
+    FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE {commit}
 )
 UPDATE {TABLE} j SET
-    status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED} ELSE d.status END,
+    status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED}
+                  WHEN {_interrupted_dead("d.interrupted")} THEN {DEAD}
+                  ELSE d.status END,
     run_after = coalesce(d.run_after, j.run_after),
     started_at = coalesce(d.started_at, j.started_at),
-    finished_at = CASE WHEN {_ASKED_TO_STOP} THEN coalesce(d.finished_at, now())
-                  ELSE d.finished_at END,
+    finished_at = CASE WHEN {_ASKED_TO_STOP} OR {_interrupted_dead("d.interrupted")}
+                  THEN coalesce(d.finished_at, now()) ELSE d.finished_at END,
     result = d.result,
     locked_at = NULL,
     -- A retry waits unowned; a finished job keeps the worker that ran its last attempt.
     locked_by = CASE WHEN d.status = {PENDING} THEN NULL ELSE j.locked_by END,
-    last_error = coalesce(d.error, j.last_error),
+    last_error = coalesce(d.error, {_interrupted_error("d.interrupted")}, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
-             ELSE j.errors || jsonb_build_array(d.error_entry) END
+             ELSE j.errors || jsonb_build_array(d.error_entry) END,
+    {_interrupted_sets("d.interrupted")}
 FROM d
 WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND {_IS_RUNNING}
-  AND j.locked_by = %s
+  AND j.locked_by = %(worker)s
 RETURNING j.id
 """
 
@@ -106,6 +144,27 @@ RETURNING j.id
 
 #: Claimed jobs handed back unstarted, without spending an attempt: these ids.
 RELEASE = _release(f"j.id = ANY(%s) AND {_IS_RUNNING}")
+
+#: Running jobs of ``%(worker)s`` handed back interrupted (see ``_charged``), each with an entry
+#: in its history saying why (``%(reason)s``): at the end of the shutdown timeout, their
+#: threads still running; by the supervisor, their process stopped under them while it shut
+#: down. Returns each job's id and status (``dead``: interrupted too often, out of attempts).
+INTERRUPT = f"""
+UPDATE {TABLE} j SET
+    status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED}
+                  WHEN {_interrupted_dead("true")} THEN {DEAD}
+                  ELSE {PENDING} END,
+    finished_at = CASE WHEN {_ASKED_TO_STOP} OR {_interrupted_dead("true")} THEN now() END,
+    locked_at = NULL, locked_by = NULL,
+    last_error = coalesce({_interrupted_error("true")}, j.last_error),
+    errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempts, 'worker_id', j.locked_by,
+        'exception_class', 'django_pgqueue.exceptions.JobInterrupted',
+        'traceback', %(reason)s::text, 'at', now(), '{Attempt.INTERRUPTED.value}', true)),
+    {_interrupted_sets("true")}
+WHERE j.id = ANY(%(ids)s::bigint[]) AND {_IS_RUNNING} AND j.locked_by = %(worker)s::text
+RETURNING j.id, j.status
+"""
 #: The same for every running job the worker has in hand but these ids: after a lost connection,
 #: the jobs of a claim that committed while its answer was lost (the worker never knew of
 #: them). Through the partial index on running jobs, whatever the size of the history: a

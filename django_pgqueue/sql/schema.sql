@@ -1,4 +1,4 @@
--- The queue's schema after migration 0016_worker_abandoned: every pgqueue_* object.
+-- The queue's schema after migration 0017_job_interruptions: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -169,9 +169,11 @@ CREATE TABLE public.pgqueue_job (
     concurrency_limit integer,
     concurrency_place smallint DEFAULT 0 NOT NULL,
     rate_key character varying(255),
+    interruptions integer DEFAULT 0 NOT NULL,
     CONSTRAINT pgqueue_job_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT pgqueue_job_concurrency_limit_check CHECK ((concurrency_limit >= 0)),
     CONSTRAINT pgqueue_job_concurrency_place_check CHECK ((concurrency_place >= 0)),
+    CONSTRAINT pgqueue_job_interruptions_check CHECK ((interruptions >= 0)),
     CONSTRAINT pgqueue_job_max_attempts CHECK ((max_attempts >= 1)),
     CONSTRAINT pgqueue_job_max_attempts_check CHECK ((max_attempts >= 0)),
     CONSTRAINT pgqueue_job_priority_range CHECK (((priority >= '-100'::integer) AND (priority <= 100))),

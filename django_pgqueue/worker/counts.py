@@ -23,6 +23,8 @@ class WorkerStats:
     released: int = 0
     lost: int = 0
     cancelled: int = 0
+    #: Handed back because this worker shut down under them.
+    interrupted: int = 0
 
     def count_written(
         self, worker_id: str, outcomes: Iterable[Outcome], written: Collection[int]
@@ -46,6 +48,8 @@ class WorkerStats:
                 self.cancelled += 1
             elif outcome.status == JobStatus.COMPLETED:
                 self.completed += 1
+            elif outcome.outcome == Attempt.INTERRUPTED:
+                self.interrupted += 1
             elif outcome.outcome == Attempt.RETRIED:
                 self.retried += 1
                 if outcome.run_after is not None and (

@@ -94,8 +94,12 @@ class Executors:
         events: Events,
         journal: Journal | None = None,
         cancel_timeout: float | None = None,
+        *,
+        shutdown: threading.Event | None = None,
     ) -> None:
         self.worker_id = worker_id
+        #: The worker's shutdown flag, which every job's ``current_job()`` reads.
+        self.shutdown = shutdown if shutdown is not None else threading.Event()
         self.cancel_timeout = cancel_timeout
         self.journal = journal
         self.count = count
@@ -310,7 +314,7 @@ class Executors:
         """Run ``job``: its outcome, and whether the loop abandoned it meanwhile (timeout)."""
         attempt = (job.pk, job.attempts)
         started_at = timezone.now()
-        context = CurrentJob(job)
+        context = CurrentJob(job, shutdown=self.shutdown)
         try:
             timeout = self._timeout(job.name)
             with self._lock:

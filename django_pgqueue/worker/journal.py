@@ -7,6 +7,8 @@ supervisor then reads the dead child's journal and sets things right on its own 
 * outcomes the child had not written yet are written (a job that completed is never run again);
 * the jobs it had started and not finished are the ones that were running when it died: each is
   charged one failed attempt (``WorkerCrashed``), retried or dead after its own ``max_attempts``;
+  when it died while ``run_jobs`` shut down, they are handed back interrupted instead (no
+  attempt spent, within ``PGQUEUE_MAX_INTERRUPTIONS``);
 * jobs it had claimed but not started are handed back without spending an attempt.
 
 The journal is a file mapped into the worker's memory (``mmap``), so recording a job costs a
@@ -201,8 +203,14 @@ def read(path: Path) -> tuple[set[int], list[Outcome]]:
     return started, list(outcomes.values())
 
 
-def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
-    """Set right what the dead worker ``worker_id`` left (see the module docstring)."""
+def recover(
+    db: Database, path: Path, worker_id: str, how: str, *, shutting_down: bool = False
+) -> None:
+    """Set right what the dead worker ``worker_id`` left (see the module docstring).
+
+    ``shutting_down``: it died while run_jobs shut down (past its shutdown timeout, or killed
+    by a second signal): the jobs it was running were interrupted, not crashed, and are handed
+    back without spending an attempt (within ``PGQUEUE_MAX_INTERRUPTIONS``)."""
     from django_pgqueue.worker.performer import decide, failed
 
     started, outcomes = read(path)
@@ -220,6 +228,23 @@ def recover(db: Database, path: Path, worker_id: str, how: str) -> None:
         )
     in_hand = operations.locked_jobs(db, worker_id)
     crashed = [job for job in in_hand if job.pk in started]
+    if crashed and shutting_down:
+        statuses = operations.interrupt(
+            db,
+            worker_id,
+            [job.pk for job in crashed],
+            f"Handed back: the worker process {worker_id} stopped ({how}) while run_jobs shut "
+            "down, with the job running",
+        )
+        logger.warning(
+            "Worker %s stopped (%s) while shutting down: %d running jobs handed back as "
+            "interrupted (%s)",
+            worker_id,
+            how,
+            len(crashed),
+            ", ".join(f"#{job_id} {status}" for job_id, status in sorted(statuses.items())),
+        )
+        crashed = []
     for job in crashed:
         exc = WorkerCrashed(
             f"The worker process {worker_id} died ({how}) while running job "

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import queue as queue_module
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -65,6 +66,11 @@ if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
 logger = get_logger("django_pgqueue.worker")
+
+#: The exit status of a worker process that stopped to end a job thread it abandoned (a job past
+#: its timeout or cancel timeout that ignores them): its supervisor starts a fresh process in its
+#: place at once, whatever ``--processes``. The stuck code stops with the process.
+REPLACE_ME = 75
 
 _WAKE = object()
 _STOP = object()
@@ -126,12 +132,21 @@ class Worker:
         #: The outcomes, from reported to on disk.
         self._writeback = WriteBack(self._connection, self.worker_id, self.stats, journal)
         self._stopping = False
+        #: A job thread was abandoned: this process stops claiming, ends and is replaced.
+        self._replace = False
+        #: Set once the shutdown starts: what ``current_job().shutdown_requested`` reads.
+        self._shutdown_requested = threading.Event()
         self._woken = False
         self.cancel_timeout = (
             cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
         )
         self._executors = Executors(
-            self.worker_id, threads, self._events, journal, self.cancel_timeout
+            self.worker_id,
+            threads,
+            self._events,
+            journal,
+            self.cancel_timeout,
+            shutdown=self._shutdown_requested,
         )
         self._listener: Listener | None = None
         self._control = RunningControl(self._executors, self._listening)
@@ -188,13 +203,21 @@ class Worker:
             self._executors.stop()
             self._connection.close()
             self._events.close()
+        if self._replace:
+            logger.warning(
+                "Worker %s exits to stop the job threads it abandoned; its supervisor starts a "
+                "fresh process",
+                self.worker_id,
+            )
+            return REPLACE_ME
         logger.info(
-            "Worker %s stopped: %d completed, %d retried, %d dead, %d handed back",
+            "Worker %s stopped: %d completed, %d retried, %d dead, %d handed back, %d interrupted",
             self.worker_id,
             self.stats.completed,
             self.stats.retried,
             self.stats.dead,
             self.stats.released,
+            self.stats.interrupted,
         )
         return 0
 
@@ -260,8 +283,10 @@ class Worker:
             if self._woken:
                 self._woken = False
                 next_claim = now
-            if self._executors.has_deadlines:
-                self._writeback.extend(self._executors.fail_overdue())
+            if self._executors.has_deadlines and (overdue := self._executors.fail_overdue()):
+                self._writeback.extend(overdue)
+                self._replace_process(overdue)
+                return  # the shutdown writes their outcomes and waits for the other jobs
             self._writeback.extend(self._executors.replace_dead())
             outcomes = self._writeback.buffered
             if outcomes and flush_deadline is None:
@@ -357,6 +382,7 @@ class Worker:
         while True:
             if event is _STOP:
                 self._stopping = True
+                self._shutdown_requested.set()
             elif event is _WAKE:
                 self._woken = True
             elif event is _SCHEDULES_CHANGED:
@@ -432,6 +458,45 @@ class Worker:
 
     # ----- writing outcomes back -------------------------------------------------------------
 
+    def _replace_process(self, abandoned: Sequence[Outcome]) -> None:
+        """Jobs ran past their timeout (or cancel timeout) and their threads were abandoned,
+        still running code no one can stop from outside. This process stops claiming, writes
+        the outcomes, finishes its other jobs (as a shutdown does, within the shutdown
+        timeout) and exits with :data:`REPLACE_ME`: the stuck code stops with it, and the
+        supervisor starts a fresh process."""
+        if not self._replace:
+            logger.warning(
+                "Worker %s: job %s still running in an abandoned thread: this process stops "
+                "claiming, finishes its other jobs and is replaced",
+                self.worker_id,
+                ", ".join(f"#{o.job_id}" for o in abandoned),
+            )
+        self._replace = True
+
+    def _interrupt_running(self) -> None:
+        """The shutdown timeout ran out: hand the jobs still running back, interrupted (their
+        attempt not spent, within ``PGQUEUE_MAX_INTERRUPTIONS``). Their threads stop with this
+        process, which exits next; an outcome they report meanwhile is never written."""
+        running = list(self._claimed)
+        statuses = operations.interrupt(
+            self._connection,
+            self.worker_id,
+            running,
+            f"Handed back: worker {self.worker_id} shut down while the job ran, "
+            f"{self.shutdown_timeout:g}s shutdown timeout",
+        )
+        self._claimed.clear()
+        self.stats.interrupted += len(statuses)
+        logger.warning(
+            "Worker %s: shutdown timeout (%gs) with %d jobs still running: handed back as "
+            "interrupted (%s); their code stops with this process",
+            self.worker_id,
+            self.shutdown_timeout,
+            len(running),
+            ", ".join(f"#{job_id} {status}" for job_id, status in sorted(statuses.items()))
+            or "none was still ours",
+        )
+
     def _flush(self) -> float | None:
         """Write the buffered outcomes; returns when (monotonic) the earliest retry is due."""
         flushed = self._writeback.flush()
@@ -480,12 +545,7 @@ class Worker:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    logger.warning(
-                        "Worker %s: shutdown timeout with %d jobs still running; they will be "
-                        "reclaimed after the visibility timeout",
-                        self.worker_id,
-                        len(self._claimed),
-                    )
+                    self._interrupt_running()
                     break
                 self._drain_events(min(remaining, settings.HEARTBEAT_INTERVAL))
                 if self._claimed and time.monotonic() - deadline < 0:

@@ -25,7 +25,12 @@ from django.utils import timezone
 from django_pgqueue import registry, signals
 from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.conf import settings
-from django_pgqueue.exceptions import PoisonJob, ResultNotStorable, TransactionLeftOpen
+from django_pgqueue.exceptions import (
+    JobInterrupted,
+    PoisonJob,
+    ResultNotStorable,
+    TransactionLeftOpen,
+)
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger, log_time
 from django_pgqueue.retries import RetryDecision
@@ -99,6 +104,31 @@ def failed(
         error=text,
         error_entry_json=dumps(entry),
         outcome=Attempt.DEAD,
+        exception=exc,
+    )
+
+
+def interrupted(job: Job, exc: BaseException, started_at: datetime, worker_id: str) -> Outcome:
+    """The outcome of an attempt handed back because its worker shuts down (the job raised
+    ``JobInterrupted``): pending again at once, its attempt given back within
+    ``PGQUEUE_MAX_INTERRUPTIONS`` (the outcome statement decides: ``sql.outcomes``)."""
+    now = timezone.now()
+    entry = {
+        "attempt": job.attempts,
+        "worker_id": worker_id,
+        "exception_class": _exception_path(exc),
+        "traceback": storable_text(str(exc) or "handed back: the worker is shutting down"),
+        "at": now.isoformat(),
+        Attempt.INTERRUPTED.value: True,
+    }
+    return Outcome(
+        job_id=job.pk,
+        status=JobStatus.PENDING,
+        started_at=started_at,
+        finished_at=None,
+        run_after=now,
+        error_entry_json=dumps(entry),
+        outcome=Attempt.INTERRUPTED,
         exception=exc,
     )
 
@@ -292,6 +322,9 @@ def perform(
             finished_at=timezone.now(),
             result_json=result_json(job, value),
         )
+    except JobInterrupted as exc:
+        attempt_connections.after(failed=True)
+        outcome = interrupted(job, exc, started_at, worker_id)
     except (ResultNotStorable, PoisonJob) as exc:
         # Running it again would not help (and would do a finished job's work twice).
         attempt_connections.after(failed=True)
@@ -312,7 +345,11 @@ def perform(
 
 
 #: The level of an attempt's line; a failure's comes from the settings (:func:`_level`).
-_LEVELS: dict[str, int] = {Attempt.COMPLETED: logging.INFO, Attempt.CANCELLED: logging.WARNING}
+_LEVELS: dict[str, int] = {
+    Attempt.COMPLETED: logging.INFO,
+    Attempt.CANCELLED: logging.WARNING,
+    Attempt.INTERRUPTED: logging.INFO,
+}
 #: The most of an exception's message a retry's one-line reason keeps.
 _REASON_MAX = 300
 
@@ -379,6 +416,14 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
             head,
             ran,
             f"; {type(outcome.exception).__name__}" if outcome.exception else "",
+            extra=extra,
+        )
+    elif outcome.outcome == Attempt.INTERRUPTED:
+        logger.info(
+            "%s interrupted %s (%s): handed back, runs again",
+            head,
+            ran,
+            _reason(outcome.exception, outcome.error),
             extra=extra,
         )
     elif outcome.outcome == Attempt.RETRIED and outcome.run_after is not None:

@@ -1,15 +1,15 @@
 """Worker processes under one supervisor (``run_jobs``, with one process or ``--processes P``).
 
 The supervisor forks P children, each running a :class:`Worker`, and restarts a child that dies
-(immediately after a clean ``--max-jobs`` exit, with growing delays after crashes so a crash
-loop doesn't spin). It runs no job itself, so a job that kills its process (``os._exit``, a
-segfault, the OOM killer) never takes ``run_jobs`` down. Before restarting a child that died, it
-reads the child's journal (:mod:`~django_pgqueue.worker.journal`) and, on its own connection,
-writes the outcomes the child had not written, charges an attempt to exactly the jobs that were
-running, and hands back the ones merely claimed. SIGTERM/SIGINT are forwarded to the children
-for a graceful shutdown; a second signal kills them at once and sets their jobs right the same
-way before exiting (a third exits without waiting for that). Children get SIGTERM if the
-supervisor itself dies.
+(immediately after a clean ``--max-jobs`` exit, or one that stops a job thread the worker
+abandoned; with growing delays after crashes so a crash loop doesn't spin). It runs no job
+itself, so a job that kills its process (``os._exit``, a segfault, the OOM killer) never takes
+``run_jobs`` down. Before restarting a child that died, it reads the child's journal
+(:mod:`~django_pgqueue.worker.journal`) and, on its own connection, writes the outcomes the
+child had not written, charges an attempt to exactly the jobs that were running, and hands back
+the ones merely claimed. SIGTERM/SIGINT are forwarded to the children for a graceful shutdown; a
+second signal kills them at once and hands their running jobs back interrupted before exiting
+(a third exits without waiting for that). Children get SIGTERM if the supervisor itself dies.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.connection import QueueConnection
 from django_pgqueue.worker.journal import Journal, recover
-from django_pgqueue.worker.loop import Worker, default_worker_id
+from django_pgqueue.worker.loop import REPLACE_ME, Worker, default_worker_id
 from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 
 logger = get_logger("django_pgqueue.worker")
@@ -208,6 +208,16 @@ class Supervisor:
         if self.stopping:
             logger.info("Worker process %d (%s) exited (%d)", child.pid, child.worker_id, code)
             return
+        if code == REPLACE_ME:
+            # It ended to stop a job thread it had abandoned: a fresh process at once, with
+            # --processes 1 and in a burst too.
+            logger.info(
+                "Worker process %d (%s) replaced: it exited to stop an abandoned job thread",
+                child.pid,
+                child.worker_id,
+            )
+            self.restarts.append((time.monotonic(), child.index, 0))
+            return
         if code == 0 and (self.burst or self.processes == 1):
             # Burst: no runnable job left. One process: --max-jobs reached, and run_jobs exits
             # as it would unsupervised (with --processes P, the process is replaced).
@@ -239,7 +249,13 @@ class Supervisor:
         attempts = 1 if self.killing else RECOVERY_ATTEMPTS
         for attempt in range(attempts):
             try:
-                recover(self.connection, child.journal, child.worker_id, how)
+                recover(
+                    self.connection,
+                    child.journal,
+                    child.worker_id,
+                    how,
+                    shutting_down=self.stopping,
+                )
                 return
             except DATABASE_ERRORS as exc:
                 self.connection.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.db import connection, transaction
 
-from django_pgqueue import current_job, job, signals
+from django_pgqueue import JobInterrupted, current_job, job, signals
 
 
 @job
@@ -115,6 +115,44 @@ def ignores_cancel_until(marker: str, release: str) -> str:
 
 #: The table the database-writing fault jobs write to (created by the tests with raw SQL).
 WRITES_TABLE = "pgqueue_test_writes"
+
+
+@job(max_attempts=3)
+def long_export(path: str, seconds: float, cooperative: bool = True) -> str:
+    """A long job for deploy tests: appends ``start <pid>`` to ``path``, then works ``seconds``
+    in 10 ms steps. Cooperative, it stops at the first step after its worker's shutdown began,
+    handing itself back; else it ignores the shutdown."""
+    me = current_job()
+    with open(path, "a") as f:
+        f.write(f"start {os.getpid()}\n")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cooperative and me.shutdown_requested:
+            raise JobInterrupted("stopped at a safe point: the worker is shutting down")
+        time.sleep(0.01)
+    with open(path, "a") as f:
+        f.write(f"done {os.getpid()}\n")
+    return "exported"
+
+
+@job(max_attempts=2)
+def interrupted_until(marker: str, times: int) -> int:
+    """Hands itself back ``times`` times (counted in ``marker``), then returns the count."""
+    runs = Path(marker).read_text().count("x") if Path(marker).exists() else 0
+    if runs < times:
+        Path(marker).write_text("x" * (runs + 1))
+        raise JobInterrupted(f"interrupted {runs + 1}")
+    return runs
+
+
+@job(timeout=1.0, max_attempts=1)
+def spins(path: str) -> None:
+    """Ignores everything (its timeout, a cancel, the shutdown): appends its pid to ``path``
+    every 20 ms for ever. Only the end of its process stops it."""
+    while True:
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(0.02)
 
 
 @job(max_attempts=2)

@@ -10,31 +10,41 @@ RETURNING j.id, j.cancel_requested_at IS NOT NULL
 -- name: FINISH
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
-    -- element by element in Python.
+    -- error_entry, interrupted] rows: json.dumps builds it in C, where array parameters are
+    -- dumped element by element in Python. ``interrupted`` may be left out (false).
     -- The timestamps are microseconds since the Unix epoch.
     SELECT (r->>0)::bigint AS id, r->>1 AS status, (to_timestamp((r->>2)::bigint / 1000000) + ((r->>2)::bigint %% 1000000) * interval '1 microsecond') AS run_after,
            (to_timestamp((r->>3)::bigint / 1000000) + ((r->>3)::bigint %% 1000000) * interval '1 microsecond') AS started_at, (to_timestamp((r->>4)::bigint / 1000000) + ((r->>4)::bigint %% 1000000) * interval '1 microsecond') AS finished_at,
-           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
-    FROM jsonb_array_elements(%s::jsonb) AS t(r)
+           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
+           coalesce((r->>8)::boolean, false) AS interrupted
+    FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE true
 )
 UPDATE pgqueue_job j SET
-    status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE d.status END,
+    status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN ((d.interrupted AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN 'dead'
+                  ELSE d.status END,
     run_after = coalesce(d.run_after, j.run_after),
     started_at = coalesce(d.started_at, j.started_at),
-    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN coalesce(d.finished_at, now())
-                  ELSE d.finished_at END,
+    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR ((d.interrupted AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts)
+                  THEN coalesce(d.finished_at, now()) ELSE d.finished_at END,
     result = d.result,
     locked_at = NULL,
     -- A retry waits unowned; a finished job keeps the worker that ran its last attempt.
     locked_by = CASE WHEN d.status = 'pending' THEN NULL ELSE j.locked_by END,
-    last_error = coalesce(d.error, j.last_error),
+    last_error = coalesce(d.error, CASE WHEN ((d.interrupted AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN 'JobInterrupted: handed back by '
+        || (j.interruptions + 1) || ' worker shutdowns (PGQUEUE_MAX_INTERRUPTIONS is '
+        || %(max_interruptions)s::integer || '), the last ones counted as attempts; out of attempts'
+        END, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
-             ELSE j.errors || jsonb_build_array(d.error_entry) END
+             ELSE j.errors || jsonb_build_array(d.error_entry) END,
+    attempts = CASE WHEN d.interrupted AND NOT (d.interrupted AND j.interruptions >= %(max_interruptions)s::integer)
+               THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+    interruptions = CASE WHEN d.interrupted THEN least(j.interruptions, 2147483646) + 1
+                    ELSE j.interruptions END
 FROM d
 WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = 'running'
-  AND j.locked_by = %s
+  AND j.locked_by = %(worker)s
 RETURNING j.id
 
 -- name: DELETE_FINISHED
@@ -44,31 +54,41 @@ RETURNING j.id
 -- name: FINISH_ASYNC
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry] rows: json.dumps builds it in C, where array parameters are dumped
-    -- element by element in Python.
+    -- error_entry, interrupted] rows: json.dumps builds it in C, where array parameters are
+    -- dumped element by element in Python. ``interrupted`` may be left out (false).
     -- The timestamps are microseconds since the Unix epoch.
     SELECT (r->>0)::bigint AS id, r->>1 AS status, (to_timestamp((r->>2)::bigint / 1000000) + ((r->>2)::bigint %% 1000000) * interval '1 microsecond') AS run_after,
            (to_timestamp((r->>3)::bigint / 1000000) + ((r->>3)::bigint %% 1000000) * interval '1 microsecond') AS started_at, (to_timestamp((r->>4)::bigint / 1000000) + ((r->>4)::bigint %% 1000000) * interval '1 microsecond') AS finished_at,
-           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry
-    FROM jsonb_array_elements(%s::jsonb) AS t(r)
+           (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
+           coalesce((r->>8)::boolean, false) AS interrupted
+    FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
 )
 UPDATE pgqueue_job j SET
-    status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE d.status END,
+    status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN ((d.interrupted AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN 'dead'
+                  ELSE d.status END,
     run_after = coalesce(d.run_after, j.run_after),
     started_at = coalesce(d.started_at, j.started_at),
-    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN coalesce(d.finished_at, now())
-                  ELSE d.finished_at END,
+    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR ((d.interrupted AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts)
+                  THEN coalesce(d.finished_at, now()) ELSE d.finished_at END,
     result = d.result,
     locked_at = NULL,
     -- A retry waits unowned; a finished job keeps the worker that ran its last attempt.
     locked_by = CASE WHEN d.status = 'pending' THEN NULL ELSE j.locked_by END,
-    last_error = coalesce(d.error, j.last_error),
+    last_error = coalesce(d.error, CASE WHEN ((d.interrupted AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN 'JobInterrupted: handed back by '
+        || (j.interruptions + 1) || ' worker shutdowns (PGQUEUE_MAX_INTERRUPTIONS is '
+        || %(max_interruptions)s::integer || '), the last ones counted as attempts; out of attempts'
+        END, j.last_error),
     errors = CASE WHEN d.error_entry IS NULL THEN j.errors
-             ELSE j.errors || jsonb_build_array(d.error_entry) END
+             ELSE j.errors || jsonb_build_array(d.error_entry) END,
+    attempts = CASE WHEN d.interrupted AND NOT (d.interrupted AND j.interruptions >= %(max_interruptions)s::integer)
+               THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+    interruptions = CASE WHEN d.interrupted THEN least(j.interruptions, 2147483646) + 1
+                    ELSE j.interruptions END
 FROM d
 WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = 'running'
-  AND j.locked_by = %s
+  AND j.locked_by = %(worker)s
 RETURNING j.id
 
 -- name: DELETE_FINISHED_ASYNC
@@ -86,6 +106,28 @@ UPDATE pgqueue_job j SET
     started_at = NULL
 WHERE j.id = ANY(%s) AND j.status || '' = 'running' AND j.locked_by = %s
 RETURNING j.id
+
+-- name: INTERRUPT
+UPDATE pgqueue_job j SET
+    status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN ((true AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN 'dead'
+                  ELSE 'pending' END,
+    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR ((true AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN now() END,
+    locked_at = NULL, locked_by = NULL,
+    last_error = coalesce(CASE WHEN ((true AND j.interruptions >= %(max_interruptions)s::integer) AND j.attempts >= j.max_attempts) THEN 'JobInterrupted: handed back by '
+        || (j.interruptions + 1) || ' worker shutdowns (PGQUEUE_MAX_INTERRUPTIONS is '
+        || %(max_interruptions)s::integer || '), the last ones counted as attempts; out of attempts'
+        END, j.last_error),
+    errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempts, 'worker_id', j.locked_by,
+        'exception_class', 'django_pgqueue.exceptions.JobInterrupted',
+        'traceback', %(reason)s::text, 'at', now(), 'interrupted', true)),
+    attempts = CASE WHEN true AND NOT (true AND j.interruptions >= %(max_interruptions)s::integer)
+               THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+    interruptions = CASE WHEN true THEN least(j.interruptions, 2147483646) + 1
+                    ELSE j.interruptions END
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+RETURNING j.id, j.status
 
 -- name: RELEASE_UNKNOWN
 UPDATE pgqueue_job j SET
