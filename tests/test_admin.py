@@ -139,17 +139,17 @@ def test_changelist_shows_the_columns_with_a_coloured_status_and_short_error(adm
     assert "Traceback (most recent call last)" not in html  # ... and only that line
     headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', html)
     # The last error is under the job's name (tests/test_admin_presentation.py).
+    # Run after and priority only where they say something: under the status of a job that
+    # runs later, under the queue of a job with a priority (tests/test_admin_layout_browser.py).
     assert headers == [
         "id",
         "name_column",
         "status_column",
-        "queue",
+        "queue_column",
         "attempts_column",
-        "priority",
-        "run_after_column",
-        "created_column",
-        "finished_column",
+        "when_column",
     ]
+    assert "priority 7" in html
     assert "django_pgqueue/admin.css" in html
     assert "2 jobs" in html
 

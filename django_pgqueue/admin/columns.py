@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -44,17 +45,11 @@ def mark_still_running(jobs: list[Job]) -> None:
 SHORT_ERROR = 160
 
 
-def _local_time_column(field: str, description: str) -> Callable[[Any, Job], SafeString | str]:
-    """A list column: the local time, compact (the full time on hover), sortable; the header
-    names the zone."""
-
-    @admin.display(
-        description=format_lazy("{} ({})", description, lazy(zone_name, str)()), ordering=field
-    )
-    def column(self: Any, obj: Job) -> SafeString | str:
-        return local_time(getattr(obj, field), timezone.localdate())
-
-    return column
+def breakable(text: str, separators: str) -> SafeString:
+    """``text``, HTML-escaped, that may wrap after each of ``separators`` (a long dotted job
+    name, an underscored function name) instead of widening its column."""
+    pieces = re.split(f"(?<=[{re.escape(separators)}])", text)
+    return format_html_join(SafeString("<wbr>"), "{}", ((piece,) for piece in pieces if piece))
 
 
 def _exact_time_field(field: str, label: str) -> Callable[[Any, Job], str]:
@@ -73,13 +68,14 @@ class JobColumns:
     @admin.display(description="job (last error)", ordering="name")
     def name_column(self, obj: Job) -> SafeString:
         # Long dotted names wrap after the module, the function name in bold; under it, the
-        # last error, so it shows however narrow the window (the other columns may scroll).
+        # last error, so it shows however narrow the window. A long name wraps after a dot or
+        # an underscore, never wider than the column.
         module, dot, function = obj.name.rpartition(".")
         return format_html(
             '<span class="pgqueue-module">{}{}</span><wbr><strong>{}</strong>{}',
-            module,
+            breakable(module, "."),
             dot,
-            function,
+            breakable(function, "_"),
             self.error_line(obj),
         )
 
@@ -102,9 +98,22 @@ class JobColumns:
         css = "pgqueue-error-note" if obj.status == JobStatus.CANCELLED else "pgqueue-error"
         return format_html('<div class="{}">{}</div>', css, short)
 
-    run_after_column = _local_time_column("run_after", "run after")
-    created_column = _local_time_column("created_at", "created")
-    finished_column = _local_time_column("finished_at", "finished")
+    @admin.display(
+        description=format_lazy("created → finished ({})", lazy(zone_name, str)()),
+        ordering="created_at",
+    )
+    def when_column(self, obj: Job) -> SafeString | str:
+        """When it was created; under it, when it finished, if it did (one column: the list
+        has no room for two at a laptop's width)."""
+        today = timezone.localdate()
+        created = local_time(obj.created_at, today)
+        if obj.finished_at is None:
+            return created
+        return format_html(
+            '{}<div class="pgqueue-quiet pgqueue-nowrap">→ {}</div>',
+            created,
+            local_time(obj.finished_at, today),
+        )
 
     created_detail = _exact_time_field("created_at", "created at")
     run_after_detail = _exact_time_field("run_after", "run after")
@@ -117,6 +126,19 @@ class JobColumns:
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Job) -> SafeString:
+        """The status; under it, when a pending job runs if that is later (the list has no
+        *run after* column: it says nothing of the other jobs)."""
+        badge = self.status_detail(obj)
+        if obj.status != JobStatus.PENDING or obj.run_after <= timezone.now():
+            return badge
+        return format_html(
+            '{}<div class="pgqueue-quiet pgqueue-nowrap">at {}</div>',
+            badge,
+            local_time(obj.run_after, timezone.localdate()),
+        )
+
+    @admin.display(description="status")
+    def status_detail(self, obj: Job) -> SafeString:
         if obj.status in ABANDONABLE:
             # The job list looked its page up at once (mark_still_running); the job page asks.
             worker = getattr(obj, STILL_RUNNING_IN, MISSING)
@@ -125,6 +147,17 @@ class JobColumns:
             if isinstance(worker, str):
                 return abandoned_badge(obj.status, worker)
         return job_status_badge(obj.status, obj.attempts, obj.run_after)
+
+    @admin.display(description="queue", ordering="queue")
+    def queue_column(self, obj: Job) -> SafeString:
+        """The queue; under it, the job's priority if it has one (most jobs don't)."""
+        if not obj.priority:
+            return format_html("{}", breakable(obj.queue, "-_."))
+        return format_html(
+            '{}<div class="pgqueue-quiet pgqueue-nowrap">priority {}</div>',
+            breakable(obj.queue, "-_."),
+            obj.priority,
+        )
 
     @admin.display(description="attempts")
     def attempts_column(self, obj: Job) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import reprlib
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 
 from django.utils import timezone
@@ -46,8 +46,9 @@ def period_in_words(value: timedelta) -> str:
 
 
 # One way to write a time everywhere in the admin: ``2026-11-22 13:03:18``, local, with the zone
-# (on the job page, in the error history and the dashboard: ``2026-11-22 13:03:18.410 UTC``; in
-# the job list the zone is in the column's header and today's date is left out).
+# (on the job page, in the error history and the dashboard: ``2026-11-22 13:03:18.410 UTC``). The
+# lists are narrower: one short line (``13:03:18`` today, ``11-22 13:03`` this year), the zone in
+# the column's header or the row, the exact time on hover.
 
 
 def zone_name() -> str:
@@ -55,29 +56,28 @@ def zone_name() -> str:
     return timezone.localtime(timezone.now()).strftime("%Z") or timezone.get_current_timezone_name()
 
 
-def local_time(value: datetime | None, today: date) -> SafeString | str:
-    """A list cell: ``14:03:27`` today, ``2026-11-20 14:03:27`` another day (the zone is in the
-    column header); the exact time with the zone on hover."""
+def local_time(value: datetime | None, today: date, zone: tzinfo | None = None) -> SafeString | str:
+    """A list cell, short enough to stay on one line in a narrow column: ``14:03:27`` today,
+    ``11-20 14:03`` another day of this year, ``2025-11-20`` another year (the zone is in the
+    column header); the exact time with the zone on hover. ``zone``: the current one if None."""
     if value is None:
         return "-"
-    local = timezone.localtime(value)
-    clock = f"{local:%H:%M:%S}"
+    local = timezone.localtime(value, zone)
     if local.date() == today:
-        return format_html(
-            '<time datetime="{}" title="{}">{}</time>', local.isoformat(), exact_time(value), clock
-        )
+        text = f"{local:%H:%M:%S}"
+    elif local.year == today.year:
+        text = f"{local:%m-%d %H:%M}"
+    else:
+        text = f"{local:%Y-%m-%d}"
     return format_html(
-        '<time datetime="{}" title="{}"><span class="pgqueue-date">{}</span> {}</time>',
-        local.isoformat(),
-        exact_time(value),
-        f"{local:%Y-%m-%d}",
-        clock,
+        '<time datetime="{}" title="{}">{}</time>', local.isoformat(), exact_time(value, zone), text
     )
 
 
-def exact_time(value: datetime | str | None) -> str:
-    """``2026-11-22 13:03:18.410 UTC``: local, to the millisecond, with the zone. Also takes the
-    ISO text stored in a job's ``errors`` entries (shown as it is if it isn't a time)."""
+def exact_time(value: datetime | str | None, zone: tzinfo | None = None) -> str:
+    """``2026-11-22 13:03:18.410 UTC``: local (in ``zone`` if given), to the millisecond, with the
+    zone. Also takes the ISO text stored in a job's ``errors`` entries (shown as it is if it
+    isn't a time)."""
     if value is None or value == "":
         return "-"
     if isinstance(value, str):
@@ -88,7 +88,7 @@ def exact_time(value: datetime | str | None) -> str:
         if timezone.is_naive(parsed):
             parsed = timezone.make_aware(parsed, timezone.get_current_timezone())
         value = parsed
-    local = timezone.localtime(value)
+    local = timezone.localtime(value, zone)
     return f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} {local:%Z}"
 
 

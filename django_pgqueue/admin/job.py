@@ -29,18 +29,17 @@ from django_pgqueue.states import JobStatus
 
 
 class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
-    # What matters first, so it shows at a laptop's width with both sidebars open: the job with
-    # its last error under its name, then its status; the times may scroll.
+    # What identifies a job and what went wrong, fitting a laptop's width with both sidebars
+    # open (tests/test_admin_layout_browser.py): the job with its last error under its name,
+    # its status (with when it runs, if later), its queue (with its priority, if any), its
+    # attempts, and when it was created and finished, each time on one short line.
     list_display = (
         "id",
         "name_column",
         "status_column",
-        "queue",
+        "queue_column",
         "attempts_column",
-        "priority",
-        "run_after_column",
-        "created_column",
-        "finished_column",
+        "when_column",
     )
     list_display_links = ("id", "name_column")
     list_filter = (
@@ -65,7 +64,7 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
     ordering = ("-id",)
 
     fieldsets = (
-        (None, {"fields": ("id", "name", "queue", "status_column", "priority", "schedule")}),
+        (None, {"fields": ("id", "name", "queue", "status_detail", "priority", "schedule")}),
         ("Progress", {"fields": ("progress_column", "cancel_requested_detail")}),
         ("Last error", {"fields": ("last_error_column",)}),
         ("Arguments", {"fields": ("args_json", "kwargs_json")}),

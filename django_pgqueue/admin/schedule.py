@@ -25,7 +25,9 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from django_pgqueue import registry
+from django_pgqueue.admin.columns import breakable
 from django_pgqueue.admin.filters import KnownValueFilter
+from django_pgqueue.admin.formatting import local_time
 from django_pgqueue.admin.inputs import checked_urls, filter_parameters, parse_id, unstorable
 from django_pgqueue.conf import settings
 from django_pgqueue.models import Schedule
@@ -142,16 +144,18 @@ class ScheduleListForm(_ModelForm):
 
 class ScheduleAdmin(_ModelAdmin):
     form = ScheduleForm
+    # Fits a laptop's width with both sidebars open (tests/test_admin_layout_browser.py): where
+    # a schedule comes from and why it is broken are under its name; the next and last runs
+    # are each one short line, with how far they are under it.
     list_display = (
-        "name",
+        "name_column",
         "job_column",
         "timing_column",
         "enabled",
         "next_run_column",
         "last_run_column",
-        "status_column",
     )
-    list_display_links = ("name",)
+    list_display_links = ("name_column",)
     list_editable = ("enabled",)
     list_filter = ("enabled", "source")
     search_fields = ("name", "job")
@@ -220,9 +224,24 @@ class ScheduleAdmin(_ModelAdmin):
 
     # ----- columns --------------------------------------------------------------------------
 
+    @admin.display(description="schedule (source)", ordering="name")
+    def name_column(self, obj: Schedule) -> str:
+        """Its name; under it, where it comes from, and why it is broken if it is."""
+        problem = obj.problem()
+        return format_html(
+            '<strong>{}</strong><div class="pgqueue-quiet">{}</div>{}',
+            breakable(obj.name, "._"),
+            self.source_column(obj),
+            format_html('<div class="pgqueue-broken">Broken: {}</div>', problem) if problem else "",
+        )
+
     @admin.display(description="job", ordering="job")
     def job_column(self, obj: Schedule) -> str:
-        return format_html('{}<br><a href="{}">jobs it made</a>', obj.job, jobs_url(obj.name))
+        return format_html(
+            '{}<div><a href="{}">jobs it made</a></div>',
+            breakable(obj.job, "._"),
+            jobs_url(obj.name),
+        )
 
     @admin.display(description="when")
     def timing_column(self, obj: Schedule) -> str:
@@ -232,11 +251,11 @@ class ScheduleAdmin(_ModelAdmin):
     def next_run_column(self, obj: Schedule) -> str:
         if not obj.enabled:
             return "- (disabled)"
-        return _when(obj.next_run_at, obj.timezone)
+        return _short_when(obj.next_run_at, obj.timezone)
 
     @admin.display(description="last run", ordering="last_run_at")
     def last_run_column(self, obj: Schedule) -> str:
-        return _when(obj.last_run_at, obj.timezone)
+        return _short_when(obj.last_run_at, obj.timezone)
 
     @admin.display(description="source")
     def source_column(self, obj: Schedule) -> str:
@@ -248,18 +267,6 @@ class ScheduleAdmin(_ModelAdmin):
         if differences:
             return f"code (edited: differs from code in {', '.join(differences)})"
         return "code"
-
-    @admin.display(description="status")
-    def status_column(self, obj: Schedule) -> str:
-        """Where it comes from, and why it is broken if it is."""
-        problem = obj.problem()
-        if problem:
-            return format_html(
-                '{}<br><strong class="pgqueue-broken">Broken: {}</strong>',
-                self.source_column(obj),
-                problem,
-            )
-        return self.source_column(obj)
 
     @admin.display(description="broken")
     def broken_column(self, obj: Schedule) -> str:
@@ -395,6 +402,27 @@ def _when(value: Any, zone_name: str) -> str:
         ago = _span(abs(delta))
         text += f" (in {ago})" if delta > 0 else f" ({ago} ago)"
     return text
+
+
+def _short_when(value: Any, zone_name: str) -> str:
+    """A list cell: the time in the schedule's zone on one short line (the zone and the exact
+    time on hover); under it, how far it is if within two days."""
+    if value is None:
+        return "-"
+    try:
+        place = zone(zone_name)
+    except ValueError:
+        place = None
+    today = timezone.localtime(timezone.now(), place).date()
+    delta = (value - timezone.now()).total_seconds()
+    if abs(delta) >= 86400 * 2:
+        return local_time(value, today, place)
+    ago = _span(abs(delta))
+    return format_html(
+        '{}<div class="pgqueue-quiet pgqueue-nowrap">{}</div>',
+        local_time(value, today, place),
+        f"in {ago}" if delta > 0 else f"{ago} ago",
+    )
 
 
 def _span(seconds: float) -> str:
