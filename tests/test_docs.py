@@ -58,6 +58,26 @@ def test_the_docs_name_the_admin_actions_as_the_admin_does():
         assert f"**{button}**" in pages["admin.md"], button
 
 
+def test_every_file_a_page_shows_is_shown_as_it_is():
+    """A block right after ``<!-- docs-file: PATH -->`` is the whole text of PATH (from the
+    repository's root): the page shows the file, and neither can drift from the other."""
+    shown = []
+    for page in PAGES:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            match = re.fullmatch(r"<!-- docs-file: (\S+) -->", line.strip())
+            if not match:
+                continue
+            ticks = re.match(r"`{3,}", lines[i + 1])
+            assert ticks, f"{page.name}:{i + 2}: a fenced block must follow {line.strip()}"
+            end = next(j for j in range(i + 2, len(lines)) if lines[j] == ticks[0])
+            block = "\n".join(lines[i + 2 : end]) + "\n"
+            path = ROOT / match[1]
+            assert block == path.read_text(), f"{page.name}:{i + 3} differs from {match[1]}"
+            shown.append(match[1])
+    assert "docs/deploy/Dockerfile" in shown and "docs/deploy/compose.yaml" in shown
+
+
 def anchors(page):
     """GitHub's ids of a page's headings: lower case, punctuation dropped, spaces as hyphens,
     ``-1``, ``-2``... for repeats."""
