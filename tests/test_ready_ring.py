@@ -86,7 +86,7 @@ def test_a_cancelled_jobs_ready_row_is_dropped_without_running_it(queue_connecti
 def test_retried_and_released_jobs_get_their_ready_rows_back(queue_connection):
     created = jobs.noop.enqueue()
     [job] = plain_claim()
-    assert operations.release(queue_connection, "w", [job.pk]) == {job.pk}
+    assert operations.release(queue_connection, "w", [job]) == {job.pk}
     [again] = plain_claim()
     assert again.pk == created.pk
     Job.objects.filter(pk=created.pk).update(status="dead", finished_at=timezone.now())

@@ -30,7 +30,7 @@ Start times are the claim statement's ``statement_timestamp()``, also written as
 
 from __future__ import annotations
 
-from django_pgqueue.sql import RUNNING, TABLE, claim_order, job_columns
+from django_pgqueue.sql import NEXT_CLAIM_TOKEN, RUNNING, TABLE, claim_order, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
 from django_pgqueue.sql.ready import (
     HELD_TABLE,
@@ -290,7 +290,8 @@ UPDATE {TABLE} j SET
     locked_by = %(worker)s,
     started_at = {_NOW},
     finished_at = NULL,
-    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0),
+    claim_token = {NEXT_CLAIM_TOKEN}
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """

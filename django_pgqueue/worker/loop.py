@@ -426,7 +426,9 @@ class Worker:
         """Refresh our locks, notice jobs we no longer own, and report ourselves."""
         owned_ids = self._heartbeat_ids()
         if owned_ids:
-            still, asked_to_stop = operations.heartbeat(self._connection, self.worker_id, owned_ids)
+            still, asked_to_stop = operations.heartbeat(
+                self._connection, self.worker_id, [self._claimed[i] for i in owned_ids]
+            )
             self._control.cancel(asked_to_stop)
             for job_id in set(owned_ids) - still:
                 logger.warning(
@@ -477,7 +479,7 @@ class Worker:
         """The shutdown timeout ran out: hand the jobs still running back, interrupted (their
         attempt not spent, within ``PGQUEUE_MAX_INTERRUPTIONS``). Their threads stop with this
         process, which exits next; an outcome they report meanwhile is never written."""
-        running = list(self._claimed)
+        running = list(self._claimed.values())
         statuses = operations.interrupt(
             self._connection,
             self.worker_id,
@@ -530,8 +532,8 @@ class Worker:
                     handed = operations.release(self._connection, self.worker_id, unstarted)
                     released = True
                     self.stats.released += len(handed)
-                    for job_id in unstarted:
-                        self._claimed.pop(job_id, None)
+                    for job in unstarted:
+                        self._claimed.pop(job.pk, None)
                     if handed:
                         logger.info(
                             "Handed %d unstarted jobs back to the queue (worker %s)",

@@ -86,6 +86,7 @@ def failed(
     if not decision.final:
         return Outcome(
             job_id=job.pk,
+            claim_token=job.claim_token,
             status=JobStatus.PENDING,
             started_at=started_at,
             finished_at=None,
@@ -98,6 +99,7 @@ def failed(
         )
     return Outcome(
         job_id=job.pk,
+        claim_token=job.claim_token,
         status=JobStatus.DEAD,
         started_at=started_at,
         finished_at=now,
@@ -123,6 +125,7 @@ def interrupted(job: Job, exc: BaseException, started_at: datetime, worker_id: s
     }
     return Outcome(
         job_id=job.pk,
+        claim_token=job.claim_token,
         status=JobStatus.PENDING,
         started_at=started_at,
         finished_at=None,
@@ -317,6 +320,7 @@ def perform(
             )
         outcome = Outcome(
             job_id=job.pk,
+            claim_token=job.claim_token,
             status=JobStatus.COMPLETED,
             started_at=started_at,
             finished_at=timezone.now(),
