@@ -80,8 +80,12 @@ def test_a_partitioned_worker_cannot_write_its_old_claim_over_its_new_one():
 
 def test_every_claim_statement_takes_a_token_that_never_repeats():
     jobs.noop.enqueue_many([()] * 5)
-    first, _ = operations.claim(DB, operations.ClaimRequest(worker_id="w", limit=3, visibility_timeout=60))
-    second, _ = operations.claim(DB, operations.ClaimRequest(worker_id="w", limit=3, visibility_timeout=60))
+    first, _ = operations.claim(
+        DB, operations.ClaimRequest(worker_id="w", limit=3, visibility_timeout=60)
+    )
+    second, _ = operations.claim(
+        DB, operations.ClaimRequest(worker_id="w", limit=3, visibility_timeout=60)
+    )
     assert len({j.claim_token for j in first}) == 1  # one per statement, on each of its jobs
     assert len({j.claim_token for j in second}) == 1
     assert first[0].claim_token < second[0].claim_token

@@ -83,11 +83,8 @@ DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
 #: window comes with its queue row, which counts as settings.)
 _LIMITED_WAITING = f"""EXISTS (SELECT 1 FROM {READY_TABLE}
                WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)"""
-LIMITS_IN_USE = f"SELECT {_LIMITED_WAITING}"
-
 #: Whether a claim must count limits and pauses: some queue has settings, or limited jobs
-#: wait (the plain claim leaves both alone). What :data:`LIMITS_IN_USE` and ``queues.CONTROLS``
-#: tell the worker, in one statement for a caller that keeps no state.
+#: wait (the plain claim leaves both alone).
 LIMITED_CLAIM_NEEDED = f"SELECT EXISTS (SELECT 1 FROM {QUEUE_TABLE}) OR {_LIMITED_WAITING}"
 
 

@@ -12,10 +12,6 @@ WHERE (w.starts, w.period) IS DISTINCT FROM (EXCLUDED.starts, EXCLUDED.period)
 -- name: DROP_WINDOW
 DELETE FROM pgqueue_rate_window WHERE id = %s
 
--- name: LIMITS_IN_USE
-SELECT EXISTS (SELECT 1 FROM pgqueue_ready
-               WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
-
 -- name: LIMITED_CLAIM_NEEDED
 SELECT EXISTS (SELECT 1 FROM pgqueue_queue) OR EXISTS (SELECT 1 FROM pgqueue_ready
                WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)
