@@ -460,19 +460,35 @@ class Worker:
 
     # ----- writing outcomes back -------------------------------------------------------------
 
+    def _flush(self) -> float | None:
+        """Write the buffered outcomes; returns when (monotonic) the earliest retry is due."""
+        flushed = self._writeback.flush()
+        for outcome in flushed.outcomes:
+            self._claimed.pop(outcome.job_id, None)
+        return flushed.retry_at
+
+    def _connection_lost(self) -> None:
+        """The queue connection failed: outcomes not known to be on disk are written again, a
+        claim may have committed unseen (settled on the next connection), and the next
+        statement reconnects."""
+        self._writeback.connection_lost()
+        self._claimer.unsettled = True
+        self._connection.close()
+
+    # ----- the end ---------------------------------------------------------------------------
+
     def _replace_process(self, abandoned: Sequence[Outcome]) -> None:
         """Jobs ran past their timeout (or cancel timeout) and their threads were abandoned,
         still running code no one can stop from outside. This process stops claiming, writes
         the outcomes, finishes its other jobs (as a shutdown does, within the shutdown
         timeout) and exits with :data:`REPLACE_ME`: the stuck code stops with it, and the
         supervisor starts a fresh process."""
-        if not self._replace:
-            logger.warning(
-                "Worker %s: job %s still running in an abandoned thread: this process stops "
-                "claiming, finishes its other jobs and is replaced",
-                self.worker_id,
-                ", ".join(f"#{o.job_id}" for o in abandoned),
-            )
+        logger.warning(
+            "Worker %s: job %s still running in an abandoned thread: this process stops "
+            "claiming, finishes its other jobs and is replaced",
+            self.worker_id,
+            ", ".join(f"#{o.job_id}" for o in abandoned),
+        )
         self._replace = True
 
     def _interrupt_running(self) -> None:
@@ -498,23 +514,6 @@ class Worker:
             ", ".join(f"#{job_id} {status}" for job_id, status in sorted(statuses.items()))
             or "none was still ours",
         )
-
-    def _flush(self) -> float | None:
-        """Write the buffered outcomes; returns when (monotonic) the earliest retry is due."""
-        flushed = self._writeback.flush()
-        for outcome in flushed.outcomes:
-            self._claimed.pop(outcome.job_id, None)
-        return flushed.retry_at
-
-    def _connection_lost(self) -> None:
-        """The queue connection failed: outcomes not known to be on disk are written again, a
-        claim may have committed unseen (settled on the next connection), and the next
-        statement reconnects."""
-        self._writeback.connection_lost()
-        self._claimer.unsettled = True
-        self._connection.close()
-
-    # ----- the end ---------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
         """Once the loop has returned: hand back unstarted jobs, wait up to the shutdown
