@@ -91,9 +91,7 @@ def test_whatever_the_attempt_returns_a_job_asked_to_stop_ends_cancelled(status,
 def test_a_cancelled_job_handed_back_or_reclaimed_is_cancelled_not_run_again():
     handed = claimed(jobs.add.enqueue(1, 2))
     handed.cancel()
-    assert operations.release(operations.DjangoDatabase("default"), "w1", [handed]) == {
-        handed.pk
-    }
+    assert operations.release(operations.DjangoDatabase("default"), "w1", [handed]) == {handed.pk}
     assert fetch(handed).status == JobStatus.CANCELLED
 
     stale = claimed(jobs.add.enqueue(3, 4))
