@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django_pgqueue import operations
 from django_pgqueue.models import Job
 from django_pgqueue.spec import JobSpec
-from tests.utils import output, start_worker, stop, wait_until, worker_env
+from tests.utils import output, pid_alive, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,14 +68,6 @@ def save_until(proc, path, text: str, done) -> None:
     raise AssertionError(f"no reaction to saving {path}:\n{output(proc)}")
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def start_reloading_worker(tmp_path):
     """``run_jobs --reload`` with an app of its own in ``tmp_path``; its jobs.py returns 1."""
     app = tmp_path / "pgqueue_reload_probe"
@@ -106,7 +98,7 @@ def test_reload_restarts_the_worker_on_a_code_change_and_sigterm_stops_it_all(tm
         assert f"{jobs_py} changed: stopping the workers to restart them (--reload)" in log
         assert "Restarting run_jobs with the new code (--reload)" in log
         new = supervisors(log)[-1]
-        assert not alive(old)
+        assert not pid_alive(old)
         second = enqueue_probe()
         assert wait_until(lambda: result_of(second), timeout=30) == 2, output(proc)
 
@@ -114,7 +106,7 @@ def test_reload_restarts_the_worker_on_a_code_change_and_sigterm_stops_it_all(tm
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, output(proc)
         workers = [int(pid) for pid in re.findall(r"Worker \S+:(\d+) started", output(proc))]
-        assert wait_until(lambda: not any(map(alive, [new, *workers])), timeout=10)
+        assert wait_until(lambda: not any(map(pid_alive, [new, *workers])), timeout=10)
     finally:
         log = stop(proc)
     assert f"Supervisor {new} received SIGTERM: stopping workers" in log

@@ -132,6 +132,15 @@ def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 6
     return text
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts until its parent reaps it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def other_active_backends() -> int:
     """Statements running in the test database besides this test's own connection's."""
     with connection.cursor() as cursor:
