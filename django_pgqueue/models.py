@@ -117,6 +117,13 @@ class Job(models.Model):
         blank=True,
         help_text="Name of the periodic schedule that enqueued this job, if one did.",
     )
+    trace_context = TolerantJSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="W3C trace context of the span that enqueued it (traceparent, tracestate); "
+        "NULL outside a trace.",
+    )
 
     objects = JobManager()
 

@@ -1,4 +1,4 @@
--- The queue's schema after migration 0018_claim_token: every pgqueue_* object.
+-- The queue's schema after migration 0019_job_trace_context: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -171,6 +171,7 @@ CREATE TABLE public.pgqueue_job (
     rate_key character varying(255),
     interruptions integer DEFAULT 0 NOT NULL,
     claim_token bigint,
+    trace_context jsonb,
     CONSTRAINT pgqueue_job_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT pgqueue_job_concurrency_limit_check CHECK ((concurrency_limit >= 0)),
     CONSTRAINT pgqueue_job_concurrency_place_check CHECK ((concurrency_place >= 0)),
@@ -178,7 +179,8 @@ CREATE TABLE public.pgqueue_job (
     CONSTRAINT pgqueue_job_max_attempts CHECK ((max_attempts >= 1)),
     CONSTRAINT pgqueue_job_max_attempts_check CHECK ((max_attempts >= 0)),
     CONSTRAINT pgqueue_job_priority_range CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
-    CONSTRAINT pgqueue_job_status_valid CHECK (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying, 'completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[])))
+    CONSTRAINT pgqueue_job_status_valid CHECK (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying, 'completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))),
+    CONSTRAINT pgqueue_job_trace_context_check CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND ((trace_context ->> 'traceparent'::text) ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))))
 )
 WITH (parallel_workers='0');
 
