@@ -252,6 +252,12 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
         if not isinstance(kwargs, dict):
             problems.append(f"its kwargs are a JSON {type(kwargs).__name__}, not an object")
             values[_KWARGS] = {}
+        trace = values[_TRACE_CONTEXT]
+        if isinstance(trace, str):  # NULL (None) on most rows: nothing to decode
+            try:
+                values[_TRACE_CONTEXT] = json.loads(trace)
+            except (ValueError, RecursionError):
+                values[_TRACE_CONTEXT] = None  # only a span link: never a reason not to run
         if values[_ATTEMPTS] >= INT_MAX:
             # The claim stops counting there (the column is an integer): a row set by hand, or
             # a job claimed two billion times. Either way not a job to run as it is.
@@ -283,5 +289,6 @@ def _row_layout() -> tuple[tuple[str, ...], tuple[int, ...]]:
 _ARGS = JOB_COLUMNS.index("args")
 _KWARGS = JOB_COLUMNS.index("kwargs")
 _ATTEMPTS = JOB_COLUMNS.index("attempts")
+_TRACE_CONTEXT = JOB_COLUMNS.index("trace_context")
 #: PostgreSQL's integer, the type of ``attempts``.
 INT_MAX = 2**31 - 1

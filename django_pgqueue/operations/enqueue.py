@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django_pgqueue import rules
+from django_pgqueue import rules, tracing
 from django_pgqueue.operations.db import Database, psycopg_cursor
 from django_pgqueue.operations.rows import decode_json, new_job
 from django_pgqueue.spec import JobSpec
@@ -37,8 +37,20 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
     """INSERT one job in the current transaction of ``db``; one round trip.
 
     With a ``unique_key`` already in use by a pending or running job of the same queue, nothing
-    is inserted and that job is returned with ``deduplicated = True``.
+    is inserted and that job is returned with ``deduplicated = True``. Under OpenTelemetry, in
+    a span of its own whose context the job keeps (:mod:`django_pgqueue.tracing`).
     """
+    if not tracing.active():
+        return _insert(db, spec, args_json, kwargs_json, None)
+    with tracing.enqueueing(spec.name, spec.resolved_queue) as span:
+        job = _insert(db, spec, args_json, kwargs_json, tracing.carrier_json(span))
+        tracing.enqueued(span, [job.pk], deduplicated=job.deduplicated)
+        return job
+
+
+def _insert(
+    db: Database, spec: JobSpec, args_json: str, kwargs_json: str, trace_json: str | None
+) -> Job:
     from django_pgqueue.models import Job
 
     queue = spec.resolved_queue
@@ -54,6 +66,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
         max_attempts,
         spec.unique_key,
         spec.concurrency_key,
+        trace_json,
     )
     statement = sql.INSERT_ONE
     if spec.limited:
@@ -82,6 +95,7 @@ def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job
                     concurrency_limit=spec.resolved_concurrency_limit,
                     rate_key=spec.resolved_rate_key,
                     created_at=inserted[2],
+                    trace_context=None if trace_json is None else decode_json(trace_json),
                 )
                 job.deduplicated = False
                 for observe in observers:
@@ -114,18 +128,28 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
         raise ValueError("insert_many takes jobs without a unique key")
     if not payloads:
         return []
-    if len(payloads) <= FEW_MAX and not spec.limited:
-        ids, run_after = _insert_few(db, spec, payloads)
+    if not tracing.active():
+        ids, run_after = _insert_many(db, spec, payloads, None)
     else:
-        ids, run_after = _copy_many(db, spec, payloads)
+        with tracing.enqueueing(spec.name, spec.resolved_queue, len(payloads)) as span:
+            ids, run_after = _insert_many(db, spec, payloads, tracing.carrier_json(span))
+            tracing.enqueued(span, ids)
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
     return ids
 
 
+def _insert_many(
+    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]], trace_json: str | None
+) -> tuple[list[int], datetime | None]:
+    if len(payloads) <= FEW_MAX and not spec.limited:
+        return _insert_few(db, spec, payloads, trace_json)
+    return _copy_many(db, spec, payloads, trace_json)
+
+
 def _insert_few(
-    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
+    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]], trace_json: str | None
 ) -> tuple[list[int], datetime | None]:
     with db.cursor() as cursor, psycopg_cursor(cursor).connection.cursor() as raw:
         # psycopg's own cursor (Django's binds on the client): the two arrays go as binary
@@ -139,6 +163,7 @@ def _insert_few(
                 spec.resolved_run_after(),
                 spec.resolved_max_attempts,
                 spec.concurrency_key,
+                trace_json,
                 [args_json for args_json, _ in payloads],
                 [kwargs_json for _, kwargs_json in payloads],
             ],
@@ -150,7 +175,7 @@ def _insert_few(
 
 
 def _copy_many(
-    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
+    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]], trace_json: str | None
 ) -> tuple[list[int], datetime | None]:
     queue = spec.resolved_queue
     max_attempts = spec.resolved_max_attempts
@@ -160,9 +185,14 @@ def _copy_many(
     with db.atomic(), db.cursor() as cursor:
         raw = psycopg_cursor(cursor)
         limits: tuple[object, ...] = ()
+        statement = sql.COPY_MANY
         if spec.limited:
             register_limits(cursor, spec)
             limits = (spec.resolved_concurrency_limit, spec.resolved_rate_key)
+            statement = sql.COPY_MANY_LIMITED
+        if trace_json is not None:  # the column only when there is a context: no \N per row
+            limits = (*limits, trace_json)
+            statement = sql.COPY_MANY_LIMITED_TRACED if spec.limited else sql.COPY_MANY_TRACED
         for start in range(0, len(payloads), BULK_BATCH_SIZE):
             batch = payloads[start : start + BULK_BATCH_SIZE]
             raw.execute(sql.RESERVE_IDS, [TABLE, len(batch)])
@@ -171,7 +201,7 @@ def _copy_many(
             batch_ids, now = reserved
             if run_after is None:
                 run_after = now  # the transaction's now(): the column's default
-            with raw.copy(sql.COPY_MANY_LIMITED if limits else sql.COPY_MANY) as copy:
+            with raw.copy(statement) as copy:
                 for job_id, (args_json, kwargs_json) in zip(batch_ids, batch, strict=True):
                     copy.write_row(
                         (

@@ -72,6 +72,8 @@ JOB_COLUMNS = (
     "finished_at",
     "schedule",
     "claim_token",
+    # The enqueue span's W3C context, for the run's span (NULL, and never decoded, without it).
+    "trace_context",
 )
 
 # PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, and +-infinity; Python's datetime

@@ -16,11 +16,13 @@ INSERT_COLUMNS = (
     "max_attempts",
     "unique_key",
     "concurrency_key",
+    # The enqueue span's W3C context (docs/tracing.md): NULL without OpenTelemetry.
+    "trace_context",
 )
 
 INSERT_ONE = f"""
 INSERT INTO {TABLE} ({", ".join(INSERT_COLUMNS)})
-VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s)
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
 RETURNING id, run_after, created_at
@@ -31,7 +33,7 @@ RETURNING id, run_after, created_at
 _LIMITED_COLUMNS = (*INSERT_COLUMNS, "concurrency_limit", "rate_key")
 INSERT_ONE_LIMITED = f"""
 INSERT INTO {TABLE} ({", ".join(_LIMITED_COLUMNS)})
-VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s, %s)
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
 RETURNING id, run_after, created_at
@@ -54,8 +56,8 @@ SELECT array_agg(id ORDER BY id), now() FROM ids
 #: ``nextval`` runs row by row in that order, so the ids sorted are the input's order.
 INSERT_FEW = f"""
 INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempts,
-                     concurrency_key)
-SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s
+                     concurrency_key, trace_context)
+SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
 RETURNING id, run_after
@@ -69,6 +71,20 @@ FROM STDIN
 COPY_MANY_LIMITED = f"""
 COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
               concurrency_limit, rate_key)
+FROM STDIN
+"""
+
+# Jobs enqueued in a trace (docs/tracing.md): the same, and each row's trace_context. Only these
+# name it: without OpenTelemetry, COPY writes no NULL for it in every row.
+COPY_MANY_TRACED = f"""
+COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
+              trace_context)
+FROM STDIN
+"""
+
+COPY_MANY_LIMITED_TRACED = f"""
+COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
+              concurrency_limit, rate_key, trace_context)
 FROM STDIN
 """
 

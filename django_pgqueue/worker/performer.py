@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from django.db import connections
 from django.utils import timezone
 
-from django_pgqueue import registry, signals
+from django_pgqueue import registry, signals, tracing
 from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import (
@@ -31,6 +31,7 @@ from django_pgqueue.exceptions import (
     ResultNotStorable,
     TransactionLeftOpen,
 )
+from django_pgqueue.logs import job_fields
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger, log_time
 from django_pgqueue.retries import RetryDecision
@@ -208,7 +209,9 @@ def end_connections() -> list[str]:
             else:
                 connection.close_if_unusable_or_obsolete()
         except DATABASE_ERRORS:
-            logger.debug("Discarding connection %r after an error", connection.alias, exc_info=True)
+            logger.debug(  # in the job's thread: JobContext adds the job's fields
+                "Discarding connection %r after an error", connection.alias, exc_info=True
+            )
             _discard(connection)
     return left_open
 
@@ -304,8 +307,19 @@ def perform(
     """Run one attempt of ``job`` (already claimed, ``running``) and return its outcome.
 
     ``attempt_connections``: the worker's thread connections by default;
-    :func:`django_pgqueue.testing.run_jobs` runs attempts on the test's own connection.
+    :func:`django_pgqueue.testing.run_jobs` runs attempts on the test's own connection. Under
+    OpenTelemetry, the attempt is a span, current while the job runs
+    (:mod:`django_pgqueue.tracing`).
     """
+    if not tracing.active():
+        return _attempt(job, worker_id, attempt_connections)
+    with tracing.running(job, worker_id) as span:
+        outcome = _attempt(job, worker_id, attempt_connections)
+        tracing.ran(span, outcome)
+    return outcome
+
+
+def _attempt(job: Job, worker_id: str, attempt_connections: AttemptConnections) -> Outcome:
     attempt_connections.before()
     started_at = timezone.now()
     signals.send(signals.job_started, job=job, worker_id=worker_id)
@@ -398,15 +412,7 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     if not logger.isEnabledFor(level):
         return
     duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
-    extra = {
-        "job_id": job.pk,
-        "job_name": job.name,
-        "queue": job.queue,
-        "attempt": job.attempts,
-        "outcome": outcome.outcome,
-        "duration": duration,
-        "worker_id": worker_id,
-    }
+    extra = {**job_fields(job, worker_id), "outcome": outcome.outcome, "duration": duration}
     head = f"{job.name} #{job.pk} queue={job.queue} attempt {job.attempts}/{job.max_attempts}"
     ran = f"after {_seconds(duration)}"
     exc_info = outcome.exception

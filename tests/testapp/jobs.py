@@ -434,3 +434,21 @@ def reports_itself(steps: int) -> dict[str, object]:
         "progress": me.progress,
         "same": current_job() is me,
     }
+
+
+@job(max_attempts=2)
+def traced(fail: bool = False) -> str | None:
+    """Makes a span of its own (a child of the run's, which is current) and logs a line of its
+    own logger, with an ``extra`` field of its own; fails when asked."""
+    import logging
+
+    from opentelemetry import trace
+
+    with trace.get_tracer("tests.testapp").start_as_current_span("inside the job") as span:
+        span.set_attribute("job.note", "made by the job")
+    logging.getLogger("tests.testapp.traced").info(
+        "the job speaks", extra={"note": "its own field"}
+    )
+    if fail:
+        raise ValueError("traced job failed on purpose")
+    return trace.get_current_span().get_span_context().trace_id.to_bytes(16).hex()

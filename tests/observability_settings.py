@@ -1,0 +1,45 @@
+"""tests.settings for a worker whose traces and logs a test reads back (tests/test_tracing.py,
+tests/test_logs_context.py): with ``PGQUEUE_TEST_SPANS`` set, OpenTelemetry's SDK records every
+span into that file, one JSON object a line; the logs are JSON lines (python-json-logger) with
+the queue's job context filter, as docs/tracing.md shows."""
+
+from __future__ import annotations
+
+import os
+
+from tests.settings import *  # noqa: F403
+
+if os.environ.get("PGQUEUE_TEST_SPANS"):
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    _provider = TracerProvider()
+    _provider.add_span_processor(
+        SimpleSpanProcessor(
+            ConsoleSpanExporter(
+                out=open(os.environ["PGQUEUE_TEST_SPANS"], "a"),  # noqa: SIM115
+                formatter=lambda span: span.to_json(indent=None) + "\n",
+            )
+        )
+    )
+    trace.set_tracer_provider(_provider)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "{levelname}{name}{message}",
+            "style": "{",
+        }
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+        }
+    },
+    "root": {"handlers": ["console"], "level": "INFO"},
+}
