@@ -43,6 +43,7 @@ class CurrentJob:
         "max_attempts",
         "name",
         "queue",
+        "worker_id",
     )
 
     def __init__(
@@ -53,10 +54,12 @@ class CurrentJob:
         queue: str = "",
         max_attempts: int = 1,
         shutdown: threading.Event | None = None,
+        worker_id: str | None = None,
     ) -> None:
         """The attempt of ``job`` a worker runs; without one, a standalone context with
         ``name``, ``queue`` and ``max_attempts`` (:meth:`standalone`). ``shutdown``: the
-        worker's, set when its shutdown starts (one per context without it)."""
+        worker's, set when its shutdown starts (one per context without it). ``worker_id``: the
+        worker running it (its log records say so, :mod:`django_pgqueue.logs`)."""
         #: The job's row; None outside a worker.
         self.id: int | None = None if job is None else job.pk
         self.name: str = name if job is None else job.name
@@ -67,6 +70,8 @@ class CurrentJob:
         #: When the claim took it (the database's clock): what rate limits count. None outside
         #: a worker.
         self.claimed_at: datetime | None = None if job is None else job.started_at
+        #: The worker running it; None outside a worker.
+        self.worker_id: str | None = worker_id
         # Plain attributes, no locks: this is made for every job a worker runs. A bool and a
         # tuple are each replaced whole (one reference), which the loop's thread reads safely.
         self._cancel = False

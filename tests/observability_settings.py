@@ -1,7 +1,7 @@
 """tests.settings for a worker whose traces and logs a test reads back (tests/test_tracing.py,
 tests/test_logs_context.py): with ``PGQUEUE_TEST_SPANS`` set, OpenTelemetry's SDK records every
-span into that file, one JSON object a line; the logs are JSON lines (python-json-logger) with
-the queue's job context filter, as docs/tracing.md shows."""
+span into that file, one JSON object a line; the logs are JSON lines (python-json-logger), as
+docs/tracing.md shows; the worker adds the job context filter to their handler itself."""
 
 from __future__ import annotations
 
@@ -41,5 +41,7 @@ LOGGING = {
             "formatter": "json",
         }
     },
+    # run_jobs gives the django_pgqueue logger a plain handler unless LOGGING names one.
+    "loggers": {"django_pgqueue": {"handlers": ["console"], "level": "INFO", "propagate": False}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }

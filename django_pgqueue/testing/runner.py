@@ -139,7 +139,7 @@ def run_jobs(
 
 
 def _run_one(db: operations.Database, job: Job, worker_id: str) -> RanAttempt:
-    bind(CurrentJob(job))  # current_job() sees this attempt, as under a worker
+    bind(CurrentJob(job, worker_id=worker_id))  # current_job() sees this attempt, as under a worker
     try:
         outcome = perform(job, worker_id, TestConnections())
     finally:

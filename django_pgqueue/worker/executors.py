@@ -26,6 +26,7 @@ from django.utils import timezone
 from django_pgqueue import registry
 from django_pgqueue.context import CurrentJob, bind
 from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
+from django_pgqueue.logs import job_fields
 from django_pgqueue.operations import Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.states import Attempt, JobStatus
@@ -73,7 +74,11 @@ def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_i
     try:
         return failed(job, exc, started_at, worker_id, decide(job))
     except Exception:
-        logger.exception("Job #%d: could not build its failure outcome", job.pk)
+        logger.exception(
+            "Job #%d: could not build its failure outcome",
+            job.pk,
+            extra=job_fields(job, worker_id),
+        )
         return Outcome(
             job_id=job.pk,
             claim_token=job.claim_token,
@@ -315,7 +320,7 @@ class Executors:
         """Run ``job``: its outcome, and whether the loop abandoned it meanwhile (timeout)."""
         attempt = (job.pk, job.attempts)
         started_at = timezone.now()
-        context = CurrentJob(job, shutdown=self.shutdown)
+        context = CurrentJob(job, shutdown=self.shutdown, worker_id=self.worker_id)
         try:
             timeout = self._timeout(job.name)
             with self._lock:
@@ -341,7 +346,12 @@ class Executors:
                 finally:
                     bind(None)
         except BaseException as exc:
-            logger.exception("Worker %s: error around job #%d", self.worker_id, job.pk)
+            logger.exception(
+                "Worker %s: error around job #%d",
+                self.worker_id,
+                job.pk,
+                extra=job_fields(job, self.worker_id),
+            )
             outcome = failure_outcome(job, exc, started_at, self.worker_id)
         if context.cancel_requested:
             outcome = cancelled(outcome)
@@ -364,6 +374,7 @@ class Executors:
             "Worker %s: job #%s finished after its timeout; result dropped",
             self.worker_id,
             job.pk if job is not None else "?",
+            extra=job_fields(job, self.worker_id) if job is not None else None,
         )
         connections.close_all()
 
@@ -378,6 +389,7 @@ class Executors:
                 "Worker %s: could not log or journal the outcome of job #%d",
                 self.worker_id,
                 job.pk,
+                extra=job_fields(job, self.worker_id),
             )
         self.events.put(outcome)
 
@@ -394,6 +406,7 @@ class Executors:
             self.worker_id,
             job.pk if job is not None else "-",
             exc_info=exc,
+            extra=job_fields(job, self.worker_id) if job is not None else None,
         )
         if job is None:
             return

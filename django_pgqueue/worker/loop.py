@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django_pgqueue import operations, rules
+from django_pgqueue import logs, operations, rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
@@ -184,6 +184,7 @@ class Worker:
     def run(self) -> int:
         """Run until stopped; returns the process exit status (0 for a clean stop)."""
         self._signals.install()
+        logs.install()  # the job's fields on every record about it (django_pgqueue.logs)
         try:
             self._start_threads()
             logger.info(
