@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from django_pgqueue.models import Job
-    from django_pgqueue.operations import Outcome
 
 #: The instrumentation scope's name (what a backend shows as the library).
 SCOPE = "django_pgqueue"
@@ -143,20 +142,20 @@ def running(job: Job, worker_id: str) -> Iterator[Span]:
         yield span
 
 
-def ran(span: Span, outcome: Outcome) -> None:
-    """Record the attempt's outcome on its span: ``pgqueue.job.outcome``, the exception (an
-    event), and an ERROR status when the attempt failed (retried or dead)."""
+def ran(span: Span, outcome: str, exception: BaseException | None) -> None:
+    """Record the attempt's outcome (an ``Attempt``) on its span: ``pgqueue.job.outcome``, the
+    exception (an event), and an ERROR status when the attempt failed (retried or dead)."""
     from opentelemetry.trace import Status, StatusCode
 
-    name = outcome.outcome
+    name = outcome
     current = bound()
     if current is not None and current.cancel_requested:
         name = Attempt.CANCELLED  # what the executor makes of it (performer.cancelled)
     span.set_attribute("pgqueue.job.outcome", str(name))
-    if outcome.exception is not None:
-        span.record_exception(outcome.exception)
+    if exception is not None:
+        span.record_exception(exception)
     if name in _FAILED:
-        reason = type(outcome.exception).__name__ if outcome.exception is not None else None
+        reason = type(exception).__name__ if exception is not None else None
         span.set_status(Status(StatusCode.ERROR, reason))
 
 

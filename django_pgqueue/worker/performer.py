@@ -315,7 +315,7 @@ def perform(
         return _attempt(job, worker_id, attempt_connections)
     with tracing.running(job, worker_id) as span:
         outcome = _attempt(job, worker_id, attempt_connections)
-        tracing.ran(span, outcome)
+        tracing.ran(span, outcome.outcome, outcome.exception)
     return outcome
 
 
