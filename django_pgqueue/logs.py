@@ -5,7 +5,8 @@
 * The worker's own lines about a job pass them as ``extra`` (:func:`job_fields`).
 * :class:`JobContext`, a ``logging.Filter`` on a handler, adds them to every record that handler
   takes while a job runs in the thread that logs it: the user's own loggers inside the job
-  included. A record that has one of them already (its own ``extra``) keeps its value. The
+  included, and under OpenTelemetry the current span's ``trace_id`` and ``span_id`` (the run's,
+  or one the job made). A record that has one of them already (its own ``extra``) keeps it. The
   worker puts the filter on the handlers logging is configured with when it starts
   (:func:`install`); a handler made later needs it named in ``LOGGING``.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from django_pgqueue import tracing
 from django_pgqueue.context import bound
 
 if TYPE_CHECKING:
@@ -57,6 +59,11 @@ class JobContext(logging.Filter):
         ):
             if key not in fields:
                 fields[key] = value
+        if tracing.active():
+            ids = tracing.current_ids()
+            if ids is not None:
+                fields.setdefault("trace_id", ids[0])
+                fields.setdefault("span_id", ids[1])
         return True
 
 

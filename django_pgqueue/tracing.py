@@ -159,6 +159,16 @@ def ran(span: Span, outcome: str, exception: BaseException | None) -> None:
         span.set_status(Status(StatusCode.ERROR, reason))
 
 
+def current_ids() -> tuple[str, str] | None:
+    """The current span's trace and span ids, in hex as W3C writes them (None: no span)."""
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
 def _enqueue_span_context(value: Any) -> Any:
     """The span context stored in ``trace_context`` (a dict), or None if there is none valid."""
     if not isinstance(value, dict) or not isinstance(value.get("traceparent"), str):

@@ -108,10 +108,13 @@ def test_enqueue_many_is_one_span_whose_context_every_job_keeps(spans):
     with tracer.start_as_current_span("request"):
         few = jobs.add.enqueue_many([(i, i) for i in range(3)])
         many = jobs.add.enqueue_many([(i, i) for i in range(150)])  # COPY
-    first, second = named(exporter, "enqueue tests.testapp.jobs.add")
+        limited = jobs.add.using(concurrency_key="k", concurrency_limit=2).enqueue_many(
+            [(1, 2), (3, 4)]  # COPY with the limits' columns
+        )
+    first, second, third = named(exporter, "enqueue tests.testapp.jobs.add")
     assert first.attributes["messaging.batch.message_count"] == 3
     assert second.attributes["messaging.batch.message_count"] == 150
-    for ids, span in ((few, first), (many, second)):
+    for ids, span in ((few, first), (many, second), (limited, third)):
         stored = {tuple(sorted(j.trace_context.items())) for j in Job.objects.filter(pk__in=ids)}
         assert stored == {(("traceparent", traceparent(span)),)}
 
@@ -174,6 +177,12 @@ def test_a_real_worker_links_its_runs_to_the_enqueue_and_exports_them(spans, tmp
     # The job's own span is a child of its run's.
     inside = [s for s in exported if s["name"] == "inside the job"]
     assert {s["parent_id"] for s in inside} == {r["context"]["span_id"] for r in runs.values()}
+    # The job's log line names its run's trace and span.
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    (spoke,) = [r for r in logged if r["message"] == "the job speaks" and r["job_id"] == ok.pk]
+    run_context = runs[ok.pk]["context"]
+    assert "0x" + spoke["trace_id"] == run_context["trace_id"]
+    assert "0x" + spoke["span_id"] == run_context["span_id"]
 
 
 #: Runs in a subprocess where importing OpenTelemetry fails (as if it were not installed):

@@ -184,14 +184,15 @@ def _copy_many(
     # One transaction (a savepoint inside the caller's): every job is written, or none.
     with db.atomic(), db.cursor() as cursor:
         raw = psycopg_cursor(cursor)
-        limits: tuple[object, ...] = ()
+        # The columns after concurrency_key, the same in every row (the statement names them).
+        tail: tuple[object, ...] = ()
         statement = sql.COPY_MANY
         if spec.limited:
             register_limits(cursor, spec)
-            limits = (spec.resolved_concurrency_limit, spec.resolved_rate_key)
+            tail = (spec.resolved_concurrency_limit, spec.resolved_rate_key)
             statement = sql.COPY_MANY_LIMITED
         if trace_json is not None:  # the column only when there is a context: no \N per row
-            limits = (*limits, trace_json)
+            tail = (*tail, trace_json)
             statement = sql.COPY_MANY_LIMITED_TRACED if spec.limited else sql.COPY_MANY_TRACED
         for start in range(0, len(payloads), BULK_BATCH_SIZE):
             batch = payloads[start : start + BULK_BATCH_SIZE]
@@ -214,7 +215,7 @@ def _copy_many(
                             run_after,
                             max_attempts,
                             spec.concurrency_key,
-                            *limits,
+                            *tail,
                         )
                     )
             ids += batch_ids
