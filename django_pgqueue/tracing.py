@@ -8,7 +8,7 @@ worker do exactly what they did before (no span, ``trace_context`` NULL).
 * ``enqueue`` (and ``enqueue_many``, one span for the batch) records a ``PRODUCER`` span,
   ``enqueue <job name>``, a child of whatever span is current (a request's), and stores that
   span's W3C context (``traceparent``, ``tracestate``) on the job: ``pgqueue_job.trace_context``
-  (S10 in docs/storage.md). The W3C propagator is used whatever the global one is, so the
+  (S11 in docs/storage.md). The W3C propagator is used whatever the global one is, so the
   column always holds what the CHECK expects.
 * Each run (each attempt) records a ``CONSUMER`` span, ``run <job name>``, with a **link** to
   the enqueue span, not as its child: a run may come minutes or days after the request that
