@@ -1,0 +1,124 @@
+"""``run_jobs --probe-port``: real workers scraped over HTTP while they work (docs/monitoring.md)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_pgqueue.models import Job
+from tests.testapp import jobs
+from tests.utils import start_worker, stop, wait_until
+from tests.utils import output as worker_output
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of GET http://127.0.0.1:PORT/PATH; (0, error) while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, by (name, sorted labels)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+FINISHED = "pgqueue_jobs_finished_total"
+
+
+def scrape(port: int) -> dict:
+    status, body = get(port, "/metrics")
+    assert status == 200, body
+    return samples(body)
+
+
+def test_two_processes_serve_one_port_with_the_counts_of_what_ran():
+    add = "tests.testapp.jobs.add"
+    fails = "tests.testapp.jobs.always_fails"
+    jobs.add.enqueue_many([(i, i) for i in range(20)])
+    for _ in range(3):
+        jobs.always_fails.using(max_attempts=1).enqueue()
+    port = free_port()
+    proc = start_worker("--processes", "2", "--threads", "2", "--probe-port", str(port))
+    try:
+
+        def all_counted() -> dict | None:
+            if get(port, "/healthz")[0] != 200:
+                return None
+            m = scrape(port)
+            done = value(m, FINISHED, queue="default", job=add, outcome="completed")
+            dead = value(m, FINISHED, queue="default", job=fails, outcome="dead")
+            return m if (done, dead) == (20, 3) else None
+
+        found = wait_until(all_counted, timeout=60)
+        assert value(found, "pgqueue_job_duration_seconds_count", queue="default", job=add) == 20
+        assert value(found, "pgqueue_job_duration_seconds_count", queue="default", job=fails) == 3
+        assert value(found, "pgqueue_job_pickup_delay_seconds_count", queue="default") == 23
+        finished = {
+            labels: v
+            for (name, labels), v in found.items()
+            if name == "pgqueue_jobs_finished_total"
+        }
+        assert sum(finished.values()) == 23
+        assert value(found, "pgqueue_worker_capacity") == 4  # 2 processes x 2 threads
+        assert value(found, "pgqueue_claims_total", result="jobs") >= 1
+        assert get(port, "/readyz") == (200, "ok\n")
+        assert get(port, "/nope")[0] == 404
+    finally:
+        log = stop(proc)
+    assert Job.objects.filter(status="completed").count() == 20
+    assert "probe port on http://127.0.0.1:" in log
+
+
+def test_readyz_goes_503_at_sigterm_while_a_running_job_still_finishes(tmp_path: Path):
+    marker, release = tmp_path / "marker", tmp_path / "release"
+    job = jobs.ignores_cancel_until.enqueue(str(marker), str(release))
+    port = free_port()
+    proc = start_worker("--probe-port", str(port), "--shutdown-timeout", "120")
+    try:
+        wait_until(marker.exists, timeout=60)
+        wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=60)
+        proc.send_signal(signal.SIGTERM)  # the supervisor only: it tells its worker
+
+        def not_ready() -> tuple[int, str] | None:
+            answer = get(port, "/readyz")
+            return answer if answer[0] == 503 else None
+
+        _, body = wait_until(not_ready, timeout=30)
+        assert "shutting down" in body
+        assert get(port, "/healthz")[0] == 200  # stopping is not stuck
+        assert proc.poll() is None, worker_output(proc)  # the job still runs
+        release.write_text("go")
+        proc.wait(timeout=60)
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    job.refresh_from_db()
+    assert job.status == "completed", log
+    assert marker.read_text() == "started\nfinished\n"
