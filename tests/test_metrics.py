@@ -1,4 +1,4 @@
-"""``run_jobs --probe-port``: real workers scraped over HTTP while they work (docs/monitoring.md)."""
+"""``run_jobs --probe-port``: real workers scraped over HTTP as they work (docs/monitoring.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_pgqueue.models import Job
 from tests.testapp import jobs
-from tests.utils import start_worker, stop, wait_until
 from tests.utils import output as worker_output
+from tests.utils import start_worker, stop, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
