@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_pgqueue.models import Job
 from tests.testapp import jobs
+from tests.utils import ROOT, start_worker, stop, wait_until, worker_env
 from tests.utils import output as worker_output
-from tests.utils import start_worker, stop, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,7 +90,7 @@ def test_two_processes_serve_one_port_with_the_counts_of_what_ran():
         assert sum(finished.values()) == 23
         assert value(found, "pgqueue_worker_capacity") == 4  # 2 processes x 2 threads
         assert value(found, "pgqueue_claims_total", result="jobs") >= 1
-        assert get(port, "/readyz") == (200, "ok\n")
+        wait_until(lambda: get(port, "/readyz") == (200, "ok\n"), timeout=30)
         assert get(port, "/nope")[0] == 404
     finally:
         log = stop(proc)
@@ -122,3 +124,27 @@ def test_readyz_goes_503_at_sigterm_while_a_running_job_still_finishes(tmp_path:
     job.refresh_from_db()
     assert job.status == "completed", log
     assert marker.read_text() == "started\nfinished\n"
+
+
+def test_without_a_probe_port_nothing_imports_prometheus_client():
+    """The worker's run and its supervisor's code never import it when no port is asked for."""
+    jobs.add.enqueue(1, 2)
+    code = (
+        "import sys, django\n"
+        "django.setup()\n"
+        "from django_pgqueue.worker import Supervisor, Worker\n"
+        "import django_pgqueue.views, django_pgqueue.urls\n"
+        "assert Worker(burst=True).run() == 0\n"
+        "print(sorted(m for m in sys.modules if m.startswith('prometheus_client')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=worker_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert Job.objects.get().status == "completed"

@@ -347,7 +347,10 @@ class Worker:
                     else:
                         next_claim = now
                 log_database_back(self.worker_id, backoff.succeeded())
-                self._ready = True
+                if not self._ready:  # said at once, not at the next turn (maybe seconds away)
+                    self._ready = True
+                    if self._pulse is not None:
+                        self._pulse(time.monotonic(), True)
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
                 if self._connection.stop_preparing(exc):

@@ -25,6 +25,7 @@ from prometheus_client import Counter, Gauge, Histogram, values
 
 from django_pgqueue import registry
 from django_pgqueue.operations import Outcome
+from django_pgqueue.states import Attempt
 from django_pgqueue.worker.counts import attempt_of
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class WorkerMetrics:
         """Jobs the shutdown timeout handed back while they ran (their run is not observed)."""
         counts: dict[tuple[str, str, str], int] = {}
         for job in jobs:
-            key = (job.queue, self._label(job.name), "interrupted")
+            key = (job.queue, self._label(job.name), Attempt.INTERRUPTED.value)
             counts[key] = counts.get(key, 0) + 1
         self._count(counts)
 
