@@ -1,6 +1,6 @@
 """The queue's URLs, for a project's urlconf::
 
-    path("pgqueue/", include("django_pgqueue.urls"))
+path("pgqueue/", include("django_pgqueue.urls"))
 """
 
 from __future__ import annotations

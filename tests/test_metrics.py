@@ -91,6 +91,7 @@ def test_two_processes_serve_one_port_with_the_counts_of_what_ran():
         assert value(found, "pgqueue_worker_capacity") == 4  # 2 processes x 2 threads
         assert value(found, "pgqueue_claims_total", result="jobs") >= 1
         wait_until(lambda: get(port, "/readyz") == (200, "ok\n"), timeout=30)
+        assert value(scrape(port), "pgqueue_worker_ready") == 1
         assert get(port, "/nope")[0] == 404
     finally:
         log = stop(proc)

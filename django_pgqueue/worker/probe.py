@@ -25,7 +25,7 @@ import mmap
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -139,7 +139,7 @@ def serve(listener: socket.socket, pulse: Pulse, metrics_dir: Path | None) -> No
     installed, and ``/metrics`` says so with a 501).
     """
     bound = liveness_bound()
-    body_metrics = _metrics_reader(metrics_dir)
+    body_metrics = _metrics_reader(metrics_dir, pulse)
 
     class Handler(BaseHTTPRequestHandler):
         timeout = REQUEST_TIMEOUT
@@ -178,15 +178,27 @@ def _lines(problems: list[str]) -> bytes:
     return ("\n".join(problems) if problems else "ok").encode() + b"\n"
 
 
-def _metrics_reader(metrics_dir: Path | None) -> Callable[[], tuple[int, str, bytes]]:
+def _metrics_reader(metrics_dir: Path | None, pulse: Pulse) -> Callable[[], tuple[int, str, bytes]]:
     if metrics_dir is None:
         missing = b"/metrics needs prometheus_client: pip install 'django-pgqueue-jobs[metrics]'\n"
         return lambda: (501, TEXT, missing)
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    registry = CollectorRegistry()
+    class Ready:
+        """``pgqueue_worker_ready``: what ``/readyz`` says, as a number Prometheus keeps."""
+
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            yield GaugeMetricFamily(
+                "pgqueue_worker_ready",
+                "1 while every process of this run_jobs is connected and claiming (/readyz).",
+                value=0.0 if pulse.readiness() else 1.0,
+            )
+
+    registry = CollectorRegistry(auto_describe=False)
     MultiProcessCollector(registry, path=str(metrics_dir))  # type: ignore[no-untyped-call]
+    registry.register(Ready())
 
     def read() -> tuple[int, str, bytes]:
         try:
