@@ -205,6 +205,8 @@ class Worker:
             self._loop()
             self._shutdown()
         finally:
+            if self._metrics is not None:
+                self._metrics.write()  # what the last second tallied
             self._signals.restore()
             if self._listener is not None:
                 self._listener.stop()
@@ -291,7 +293,7 @@ class Worker:
             if self._pulse is not None:
                 self._pulse(now, self._ready)
             if self._metrics is not None:
-                self._metrics.busy(self._executors.running)
+                self._metrics.turn(now, self._executors.running)
             if self._woken:
                 self._woken = False
                 next_claim = now
@@ -388,6 +390,8 @@ class Worker:
             deadlines.append(self._control.next_due(now))
         if self._claim_size() > 0:
             deadlines.append(next_claim)
+        if self._metrics is not None and self._metrics.due is not None:
+            deadlines.append(self._metrics.due)
         return max(0.0, min(deadlines) - now) if deadlines else settings.POLL_INTERVAL
 
     def _drain_events(self, timeout: float) -> None:
