@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -105,3 +106,80 @@ def test_on_a_big_table_the_counts_are_the_capped_ones(monkeypatch):
     found = samples(client.get(URL).content.decode())
     assert found[("pgqueue_queue_jobs", (("queue", "default"), ("status", "runnable")))] == 3
     assert found[("pgqueue_queue_counts_exact", ())] == 0
+
+
+# ----- the million-row measurement (PGQUEUE_MEASURE=1; docs/performance.md, "Metrics") --------
+
+
+def _best_ms(client: Client, runs: int = 7) -> float:
+    import time
+
+    client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"})  # warm up
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        response = client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"})
+        best = min(best, time.perf_counter() - started)
+        assert response.status_code == 200
+    return best * 1000
+
+
+def _explain() -> str:
+    from django.db import connection
+
+    from django_pgqueue.sql import stats as stats_sql
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET jit = off")
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) " + stats_sql.CAPPED_COUNTS,
+            {"queues": ["default", "emails"], "cap": stats.limits.COUNT_CAP + 1},
+        )
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.skipif(
+    os.environ.get("PGQUEUE_MEASURE") != "1",
+    reason="set PGQUEUE_MEASURE=1 to measure with 1,000,000 rows",
+)
+@pytest.mark.django_db(transaction=True)
+@override_settings(PGQUEUE_METRICS_TOKEN=TOKEN)
+def test_measure_the_view_on_a_million_rows_and_under_a_pinned_horizon():
+    from django.db import connection, connections
+
+    from tests.test_status import _fill
+
+    rows = int(os.environ.get("PGQUEUE_MEASURE_ROWS", "1000000"))
+    _fill(rows, "7 days")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE pgqueue_job")
+    client = Client()
+    print(f"\n{rows:,} rows: GET {URL} best {_best_ms(client):.1f} ms")
+    print(_explain())
+    # A transaction held open on another connection pins the xmin horizon; meanwhile 50,000
+    # jobs go through pending -> running -> completed in the measured queue, leaving dead
+    # index entries no vacuum may remove.
+    holder = connections.create_connection("default")
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("SELECT count(*) FROM pgqueue_worker")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, status, run_after) "
+                "SELECT 'default', 'tests.testapp.jobs.add', 'pending', now() - interval '1 s' "
+                "FROM generate_series(1, 50000)"
+            )
+            for status in ("running", "completed"):
+                cursor.execute(
+                    "UPDATE pgqueue_job SET status = %s, finished_at = "
+                    "CASE WHEN %s = 'completed' THEN now() END, locked_by = 'w', "
+                    "locked_at = now(), started_at = now(), attempts = 1 "
+                    "WHERE id > (SELECT max(id) - 50000 FROM pgqueue_job)",
+                    [status, status],
+                )
+            cursor.execute("VACUUM pgqueue_job")  # removes nothing the held snapshot may see
+        print(f"pinned horizon, 50,000 churned: GET {URL} best {_best_ms(client):.1f} ms")
+        print(_explain())
+    finally:
+        holder.close()
