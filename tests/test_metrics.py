@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_pgqueue.models import Job
 from tests.testapp import jobs
-from tests.utils import ROOT, start_worker, stop, wait_until, worker_env
+from tests.utils import ROOT, run_worker, start_worker, stop, wait_until, worker_env
 from tests.utils import output as worker_output
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -148,4 +148,16 @@ def test_without_a_probe_port_nothing_imports_prometheus_client():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+    assert Job.objects.get().status == "completed"
+
+
+def test_a_probe_port_in_use_is_logged_and_the_jobs_still_run():
+    jobs.add.enqueue(1, 2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_worker("--probe-port", str(port))
+    assert done.returncode == 0, done.stderr
+    assert "cannot serve the probe port" in done.stderr
     assert Job.objects.get().status == "completed"
