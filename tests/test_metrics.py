@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -29,8 +33,12 @@ def free_port() -> int:
 
 def get(port: int, path: str) -> tuple[int, str]:
     """(status, body) of GET http://127.0.0.1:PORT/PATH; (0, error) while nothing answers."""
+    return get_url(f"http://127.0.0.1:{port}{path}")
+
+
+def get_url(url: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+        with urllib.request.urlopen(url, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -161,3 +169,55 @@ def test_a_probe_port_in_use_is_logged_and_the_jobs_still_run():
     assert done.returncode == 0, done.stderr
     assert "cannot serve the probe port" in done.stderr
     assert Job.objects.get().status == "completed"
+
+
+@pytest.mark.slow
+def test_a_real_prometheus_scrapes_the_probe_port_and_evaluates_the_alerting_rules(tmp_path):
+    """Debian's prometheus binary scrapes a working run_jobs every second; its API answers
+    the queries the docs' dashboard and rules make."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("prometheus is missing under CI: .ci/run installs Debian's prometheus")
+        pytest.skip("PROMETHEUS IS NOT INSTALLED: the end-to-end scrape is NOT tested")
+    jobs.add.enqueue_many([(i, i) for i in range(10)])
+    port, web = free_port(), free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: [{ROOT / 'docs' / 'monitoring' / 'alerts.yml'}]\n"
+        "scrape_configs:\n"
+        f"  - job_name: pgqueue-workers\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
+    )
+    log = (tmp_path / "prometheus.log").open("w")
+    server = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{web}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    proc = start_worker("--probe-port", str(port))
+    try:
+
+        def query(expr: str) -> list:
+            url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+            status, body = get_url(url)
+            return json.loads(body)["data"]["result"] if status == 200 else []
+
+        finished = 'sum(pgqueue_jobs_finished_total{outcome="completed"})'
+        wait_until(lambda: [r for r in query(finished) if r["value"][1] == "10"], timeout=60)
+        assert query("sum(pgqueue_worker_ready)")[0]["value"][1] == "1"
+        status, body = get_url(f"http://127.0.0.1:{web}/api/v1/rules")
+        assert status == 200, body
+        groups = json.loads(body)["data"]["groups"]
+        assert [g["name"] for g in groups] == ["django_pgqueue"]
+        assert all(rule["health"] != "err" for g in groups for rule in g["rules"]), groups
+    finally:
+        stop(proc)
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
