@@ -3,7 +3,8 @@
 # Everything runs in ./.venv, made on first use with the newest Python 3.12+ found
 # (scripts/find-python; override with `make test PYTHON=/path/to/python3.12`).
 # The database comes from scripts/pgdb.py: DATABASE_URL, else the local PostgreSQL server,
-# else a private throwaway cluster in .pgdata/.
+# else a private throwaway cluster in .pgdata/. `make test` first installs the other tools some
+# tests need (PgBouncer, Chromium, Prometheus) where apt-get may run: scripts/provision.py.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -31,6 +32,7 @@ demo: $(VENV)/.installed-example ## Run the demo: example project, jobs, workers
 	@$(PY) scripts/demo.py
 
 test: $(VENV)/.installed-dev ## Run the test suite on the newest Django (what CI runs)
+	@$(PY) scripts/provision.py
 	@$(PY) scripts/pgdb.py exec -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev ## ruff check and ruff format --check

@@ -74,6 +74,13 @@ class Job(models.Model):
         null=True, blank=True, help_text="Claim time, refreshed by the worker's heartbeat."
     )
     locked_by = models.CharField(max_length=255, null=True, blank=True)
+    claim_token = models.BigIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The claim that last took it (never repeats): outcomes, heartbeats and "
+        "hand-backs apply only with it.",
+    )
     last_error = models.TextField(blank=True, db_default="", default="")
     errors = TolerantJSONField(
         default=list,

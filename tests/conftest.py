@@ -3,6 +3,15 @@ from __future__ import annotations
 import pytest
 from django.db import connection, connections
 
+# The system tools' fixtures and the loud summary of those missing (tests/tools.py).
+from tests.tools import (  # noqa: F401
+    chromium_binary,
+    pgbouncer_binary,
+    promtool_binary,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
+
 
 @pytest.fixture
 def other_connection(transactional_db):
@@ -48,11 +57,14 @@ def cluster_queue(private_cluster):
 
 
 @pytest.fixture(scope="session")
-def pgbouncer(django_db_setup):
-    """A real PgBouncer in transaction mode in front of the test server (tests/pgbouncer.py)."""
+def pgbouncer(pgbouncer_binary, django_db_setup):  # noqa: F811
+    """A real PgBouncer in transaction mode in front of the test server (tests/pgbouncer.py).
+
+    Without Debian's pgbouncer, the tests that use it are skipped (``pgbouncer_binary``, first,
+    so before the test database is made)."""
     from tests.pgbouncer import PgBouncer
 
-    bouncer = PgBouncer(connections["default"].settings_dict)
+    bouncer = PgBouncer(connections["default"].settings_dict, binary=pgbouncer_binary)
     try:
         bouncer.start()
         yield bouncer

@@ -29,13 +29,7 @@ def _quote(value: str) -> str:
 
 
 class PgBouncer:
-    def __init__(self, server: dict[str, Any], pool_size: int = 4) -> None:
-        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-        if not Path(binary).exists():
-            raise RuntimeError(
-                "The PgBouncer tests need Debian's pgbouncer package: apt-get install pgbouncer "
-                "(.ci/run installs it)."
-            )
+    def __init__(self, server: dict[str, Any], binary: str, pool_size: int = 4) -> None:
         self.binary = binary
         self.server = server
         self.port = free_port()

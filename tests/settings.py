@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "django_pgqueue.contrib.bench",
     "tests.testapp",
 ]
+# Apps a test writes in a temporary directory for its worker subprocesses (test_worker_reload.py).
+INSTALLED_APPS += env.list("PGQUEUE_TEST_EXTRA_APPS", default=[])
 
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

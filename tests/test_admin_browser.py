@@ -1,13 +1,13 @@
 """The admin in a real browser: headless Chromium driven by Playwright against a live server.
 
-Needs /usr/bin/chromium (the Debian package) and the ``playwright`` Python package; nothing is
-downloaded. Screenshots of each page land in the test's ``tmp_path``.
+Needs the system's Chromium (Debian's package; fixture ``chromium_binary`` in tests/tools.py
+skips the tests without it) and the ``playwright`` Python package; nothing is downloaded.
+Screenshots of each page land in the test's ``tmp_path``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +26,6 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     sync_playwright = None
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -41,22 +40,17 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed"),
-    pytest.mark.skipif(
-        not (os.path.exists(CHROMIUM) or shutil.which("chromium")),
-        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
-    ),
 ]
 
 
 @pytest.fixture
-def page(live_server, monkeypatch, tmp_path) -> Iterator[Page]:
+def page(chromium_binary, live_server, monkeypatch, tmp_path) -> Iterator[Page]:
     # Playwright's sync API runs an event loop in this thread; the ORM calls made by the test
     # itself (creating rows, checking them) are still plain synchronous calls.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     outside: list[str] = []
     with sync_playwright() as playwright:
-        executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium_binary, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1440, "height": 1000})
 
         def only_the_live_server(route):

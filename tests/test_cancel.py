@@ -59,7 +59,7 @@ def test_cancel_of_a_running_job_asks_it_to_stop_and_tells_the_workers():
     assert operations.cancel_requested(operations.DjangoDatabase("default"), "w1", [row.pk]) == {
         row.pk
     }
-    owned, asked = operations.heartbeat(operations.DjangoDatabase("default"), "w1", [row.pk])
+    owned, asked = operations.heartbeat(operations.DjangoDatabase("default"), "w1", [row])
     assert owned == asked == {row.pk}
 
 
@@ -78,6 +78,7 @@ def test_whatever_the_attempt_returns_a_job_asked_to_stop_ends_cancelled(status,
         None if status == JobStatus.PENDING else now,
         run_after=now,
         outcome=outcome,
+        claim_token=row.claim_token,
     )
     db = operations.DjangoDatabase("default")
     assert operations.finish(db, "w1", [result], delete_completed=False) == {row.pk}
@@ -90,9 +91,7 @@ def test_whatever_the_attempt_returns_a_job_asked_to_stop_ends_cancelled(status,
 def test_a_cancelled_job_handed_back_or_reclaimed_is_cancelled_not_run_again():
     handed = claimed(jobs.add.enqueue(1, 2))
     handed.cancel()
-    assert operations.release(operations.DjangoDatabase("default"), "w1", [handed.pk]) == {
-        handed.pk
-    }
+    assert operations.release(operations.DjangoDatabase("default"), "w1", [handed]) == {handed.pk}
     assert fetch(handed).status == JobStatus.CANCELLED
 
     stale = claimed(jobs.add.enqueue(3, 4))
@@ -109,7 +108,7 @@ def test_retrying_a_cancelled_job_clears_the_request_and_its_progress():
     row.cancel()
     operations.save_progress(operations.DjangoDatabase("default"), "w1", {row.pk: '{"done":1}'})
     assert fetch(row).progress == {"done": 1}
-    operations.release(operations.DjangoDatabase("default"), "w1", [row.pk])
+    operations.release(operations.DjangoDatabase("default"), "w1", [row])
     assert fetch(row).retry() is True
     row = fetch(row)
     assert (row.status, row.cancel_requested_at, row.progress) == (JobStatus.PENDING, None, None)
@@ -286,7 +285,14 @@ def test_finish_stores_its_timestamps_to_the_microsecond_whatever_their_zone():
     started = datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)  # before the epoch
     finished = datetime(2026, 11, 24, 9, 30, 1, 123_457, tzinfo=paris)
     done = claimed(jobs.add.enqueue(1, 2))
-    result = Outcome(done.pk, JobStatus.COMPLETED, started, finished, outcome=Attempt.COMPLETED)
+    result = Outcome(
+        done.pk,
+        JobStatus.COMPLETED,
+        started,
+        finished,
+        outcome=Attempt.COMPLETED,
+        claim_token=done.claim_token,
+    )
     assert operations.finish(db, "w1", [result], delete_completed=False) == {done.pk}
     done = fetch(done)
     assert (done.started_at, done.finished_at) == (started, finished)
@@ -296,7 +302,13 @@ def test_finish_stores_its_timestamps_to_the_microsecond_whatever_their_zone():
     naive = datetime(2026, 11, 24, 9, 30, 1, 5)  # USE_TZ's default zone, as the session reads it
     with override_settings(TIME_ZONE="Europe/Paris"):
         result = Outcome(
-            retried.pk, JobStatus.PENDING, naive, None, run_after=far, outcome=Attempt.RETRIED
+            retried.pk,
+            JobStatus.PENDING,
+            naive,
+            None,
+            run_after=far,
+            outcome=Attempt.RETRIED,
+            claim_token=retried.claim_token,
         )
         assert operations.finish(db, "w1", [result], delete_completed=False) == {retried.pk}
     retried = fetch(retried)

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from django_pgqueue.models import Job
 from tests.testapp import jobs
-from tests.utils import run_worker, start_worker, stop, wait_until, worker_env
+from tests.utils import pid_alive, run_worker, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -531,14 +531,6 @@ def _in_process_group(pgid: int) -> list[int]:
     return pids
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.parametrize(("child", "status"), [("exit", 0), ("raise", 1), ("return", 0)])
 def test_a_job_whose_forked_child_exits_completes_once_and_leaves_no_ghost(tmp_path, child, status):
     """Issue 36: the child of a job's ``os.fork()`` returned into the worker, logged the job
@@ -567,4 +559,4 @@ def test_a_job_whose_forked_child_exits_completes_once_and_leaves_no_ghost(tmp_p
     assert len(re.findall(rf"forks #{faulty} .* completed", log)) == 1, log
     assert not re.search(rf"forks #{faulty} .* failed", log), "the child logs nothing"
     child_pid = int(pid_file.read_text())
-    wait_until(lambda: _gone(child_pid), timeout=10)
+    wait_until(lambda: not pid_alive(child_pid), timeout=10)

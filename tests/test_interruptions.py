@@ -28,7 +28,7 @@ DB = operations.DjangoDatabase("default")
 def claim_and_interrupt(job: Job) -> str:
     [claimed], _ = claim_rows(DB, limit=1)
     assert claimed.pk == job.pk
-    return operations.interrupt(DB, "w", [job.pk], "deploy")[job.pk]
+    return operations.interrupt(DB, "w", [claimed], "deploy")[job.pk]
 
 
 def test_a_running_job_handed_back_keeps_its_attempt_and_runs_again():
@@ -70,13 +70,13 @@ def test_a_job_asked_to_stop_ends_cancelled_when_interrupted():
     job = jobs.noop.enqueue()
     [claimed], _ = claim_rows(DB, limit=1)
     claimed.cancel()
-    assert operations.interrupt(DB, "w", [job.pk], "deploy") == {job.pk: "cancelled"}
+    assert operations.interrupt(DB, "w", [claimed], "deploy") == {job.pk: "cancelled"}
 
 
 def test_only_the_workers_own_running_jobs_are_handed_back():
     job = jobs.noop.enqueue()
-    claim_rows(DB, limit=1)  # worker "w"
-    assert operations.interrupt(DB, "someone else", [job.pk], "deploy") == {}
+    [claimed], _ = claim_rows(DB, limit=1)  # worker "w"
+    assert operations.interrupt(DB, "someone else", [claimed], "deploy") == {}
     assert Job.objects.get(pk=job.pk).status == "running"
 
 

@@ -61,13 +61,13 @@ def test_a_rate_window_left_by_finished_jobs_does_not_keep_workers_on_the_limite
     from django_pgqueue import operations
 
     created = jobs.charge.enqueue(1)
-    assert operations.limits_in_use(db)  # a limited job waits
+    assert operations.limited_claim_needed(db)  # a limited job waits
     assert [j.pk for j in Job.objects.claim("w1", limit=10)] == [created.pk]
     Job.objects.filter(pk=created.pk).update(status="completed")
     assert RateWindow.objects.filter(pk="key:stripe").exists()  # its recent starts are kept
-    assert not operations.limits_in_use(db)  # but the plain claim serves everyone again
+    assert not operations.limited_claim_needed(db)  # but the plain claim serves everyone again
     again = jobs.charge.enqueue(2)
-    assert operations.limits_in_use(db)
+    assert operations.limited_claim_needed(db)
     assert [j.pk for j in Job.objects.claim("w1", limit=10)] == [again.pk]
 
 

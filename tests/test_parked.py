@@ -72,7 +72,7 @@ def test_a_paused_queues_jobs_are_parked_wherever_they_come_from_and_go_back_on_
     # Enqueued while paused; handed back while paused; a scheduled one falling due: their
     # rows are placed in the ring, and the upkeep parks them.
     added = jobs.noop.using(queue="reports").enqueue().pk
-    assert operations.release(db(), "w", [running.pk]) == {running.pk}
+    assert operations.release(db(), "w", [running]) == {running.pk}
     wait_until(lambda: operations.promote(db()) == 1)
     assert rows_by_queue() == {
         ("reports", "parked"): 4,

@@ -86,7 +86,7 @@ def test_a_cancelled_jobs_ready_row_is_dropped_without_running_it(queue_connecti
 def test_retried_and_released_jobs_get_their_ready_rows_back(queue_connection):
     created = jobs.noop.enqueue()
     [job] = plain_claim()
-    assert operations.release(queue_connection, "w", [job.pk]) == {job.pk}
+    assert operations.release(queue_connection, "w", [job]) == {job.pk}
     [again] = plain_claim()
     assert again.pk == created.pk
     Job.objects.filter(pk=created.pk).update(status="dead", finished_at=timezone.now())
@@ -228,7 +228,7 @@ def test_ready_rows_of_0_6_get_the_limits_of_their_jobs_through_the_migration():
             "count(*) FILTER (WHERE rate_key = 'r') FROM pgqueue_ready"
         )
         assert cursor.fetchone() == (3, 1)
-    assert operations.limits_in_use(db)
+    assert operations.limited_claim_needed(db)
     assert [j.name for j in plain_claim(limit=10, path=stale)] == ["tests.testapp.jobs.noop"], (
         "the plain claim runs one job per key and leaves the rate-limited job alone"
     )

@@ -4,7 +4,6 @@ worker's shutdown interrupts is handed back without spending an attempt (docs/wo
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from django_pgqueue.models import Job
 from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 from tests.testapp import jobs
-from tests.utils import output, start_worker, stop, wait_until
+from tests.utils import output, pid_alive, start_worker, stop, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,11 +113,3 @@ def test_a_process_holding_an_abandoned_thread_is_replaced_and_the_code_stops(tm
     [(_, pid)] = [line.split() for line in lines(out, "after")]
     assert int(pid) != first_pid
     assert "still running in an abandoned thread" in log, log
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

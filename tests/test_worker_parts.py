@@ -121,15 +121,29 @@ def test_a_dead_workers_journal_writes_its_outcomes_with_their_exact_times(tmp_p
     from django_pgqueue.worker.journal import Journal, recover
 
     done, retried = jobs.add.enqueue(1, 2), jobs.always_fails.enqueue()
-    assert {job.pk for job in Job.objects.claim("w1", limit=2)} == {done.pk, retried.pk}
+    tokens = {job.pk: job.claim_token for job in Job.objects.claim("w1", limit=2)}
+    assert set(tokens) == {done.pk, retried.pk}
     started = datetime(2026, 11, 24, 9, 30, 1, 123_457, tzinfo=ZoneInfo("Europe/Paris"))
     finished = datetime(2026, 11, 24, 8, 30, 2, 999_999, tzinfo=UTC)
     later = finished + timedelta(minutes=5, microseconds=1)
     journal = Journal(tmp_path / "journal")
     for outcome in (
-        Outcome(done.pk, JobStatus.COMPLETED, started, finished, result_json="3"),
         Outcome(
-            retried.pk, JobStatus.PENDING, started, None, run_after=later, outcome=Attempt.RETRIED
+            done.pk,
+            JobStatus.COMPLETED,
+            started,
+            finished,
+            result_json="3",
+            claim_token=tokens[done.pk],
+        ),
+        Outcome(
+            retried.pk,
+            JobStatus.PENDING,
+            started,
+            None,
+            run_after=later,
+            outcome=Attempt.RETRIED,
+            claim_token=tokens[retried.pk],
         ),
     ):
         journal.started(outcome.job_id)

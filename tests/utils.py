@@ -132,6 +132,15 @@ def stop(proc: subprocess.Popen[str], sig: int | None = None, timeout: float = 6
     return text
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts until its parent reaps it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def other_active_backends() -> int:
     """Statements running in the test database besides this test's own connection's."""
     with connection.cursor() as cursor:
@@ -192,7 +201,10 @@ def claim_and_finish_all(db: Any, *, queues: list[str] | None = None) -> None:
     while batch := claim_rows(db, 256, queues)[0]:
         now = datetime.now(UTC)
         outcomes = [
-            operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch
+            operations.Outcome(
+                j.pk, "completed", now, now, result_json="null", claim_token=j.claim_token
+            )
+            for j in batch
         ]
         written = operations.finish(db, "w", outcomes, delete_completed=False)
         assert len(written) == len(batch)
@@ -260,7 +272,12 @@ def finish_completed(batch: list[Any], *, delete: bool = False) -> None:
     from django_pgqueue import operations
 
     now = datetime.now(UTC)
-    outcomes = [operations.Outcome(j.pk, "completed", now, now, result_json="null") for j in batch]
+    outcomes = [
+        operations.Outcome(
+            j.pk, "completed", now, now, result_json="null", claim_token=j.claim_token
+        )
+        for j in batch
+    ]
     written = operations.finish(
         operations.DjangoDatabase("default"), "w", outcomes, delete_completed=delete
     )

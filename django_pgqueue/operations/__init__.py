@@ -38,6 +38,7 @@ from django_pgqueue.operations.claim import (
     ClaimRequest,
     claim,
     jobs_from_rows,
+    limited_claim_needed,
     locked_jobs,
 )
 from django_pgqueue.operations.control import RETRYABLE_Q, cancel, retry, run_now, scheduled_q
@@ -86,7 +87,6 @@ from django_pgqueue.operations.outcomes import (
 from django_pgqueue.operations.queues import (
     QUEUES_CHANGED,
     QueueControl,
-    limits_in_use,
     queue_controls,
     set_limits,
     set_paused,
@@ -141,7 +141,7 @@ __all__ = [
     "insert_many",
     "interrupt",
     "jobs_from_rows",
-    "limits_in_use",
+    "limited_claim_needed",
     "listen",
     "lock_schedule_sync",
     "locked_jobs",

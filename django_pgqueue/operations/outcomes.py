@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from django.utils import timezone
 
@@ -37,15 +37,34 @@ class Outcome:
     exception: BaseException | None = None
     #: Seconds until a retried job runs again, as the retry strategy decided it.
     retry_delay: float | None = None
+    #: The token of the claim that gave the job to the worker: the write applies only while
+    #: the job is still under that claim (fencing, ``sql.outcomes``).
+    claim_token: int | None = None
 
 
-def heartbeat(db: Database, worker_id: str, job_ids: Sequence[int]) -> tuple[set[int], set[int]]:
-    """Refresh the lock of jobs still owned by ``worker_id``.
+class Claimed(Protocol):
+    """A job as a claim handed it out: its id and its claim's token."""
+
+    @property
+    def pk(self) -> Any: ...
+
+    @property
+    def claim_token(self) -> int | None: ...
+
+
+def _claimed(worker_id: str, jobs: Iterable[Claimed]) -> dict[str, Any]:
+    """The parameters naming ``jobs`` in ``worker_id``'s hand, each under its claim's token."""
+    tokens = {str(job.pk): job.claim_token for job in jobs}
+    return {"ids": [int(i) for i in tokens], "tokens": dumps(tokens), "worker": worker_id}
+
+
+def heartbeat(db: Database, worker_id: str, jobs: Iterable[Claimed]) -> tuple[set[int], set[int]]:
+    """Refresh the lock of ``jobs`` still owned by ``worker_id`` under their claims.
 
     Returns the ids it still owns, and those of them asked to stop (``cancel()``).
     """
     with db.cursor() as cursor:
-        cursor.execute(sql.HEARTBEAT, [list(job_ids), worker_id])
+        cursor.execute(sql.HEARTBEAT, _claimed(worker_id, jobs))
         rows = cursor.fetchall()
     return {row[0] for row in rows}, {row[0] for row in rows if row[1]}
 
@@ -159,7 +178,11 @@ def _finish(
     delete_completed: bool,
     asynchronous: bool,
 ) -> set[int]:
-    to_delete = [o.job_id for o in outcomes if delete_completed and o.status == JobStatus.COMPLETED]
+    to_delete = [
+        _Written(o.job_id, o.claim_token)
+        for o in outcomes
+        if delete_completed and o.status == JobStatus.COMPLETED
+    ]
     to_update = [
         [
             o.job_id,
@@ -170,6 +193,7 @@ def _finish(
             o.result_json,
             o.error,
             o.error_entry_json,
+            o.claim_token,
             *((True,) if o.outcome == Attempt.INTERRUPTED else ()),
         ]
         for o in outcomes
@@ -179,7 +203,7 @@ def _finish(
     with db.cursor() as cursor:
         if to_delete:
             statement = sql.DELETE_FINISHED_ASYNC if asynchronous else sql.DELETE_FINISHED
-            cursor.execute(statement, [to_delete, worker_id])
+            cursor.execute(statement, _claimed(worker_id, to_delete))
             written.update(row[0] for row in cursor.fetchall())
         if to_update:
             statement = sql.FINISH_ASYNC if asynchronous else sql.FINISH
@@ -195,6 +219,11 @@ def _finish(
     return written
 
 
+class _Written(NamedTuple):
+    pk: int
+    claim_token: int | None
+
+
 def make_durable(db: Database) -> None:
     """Return once every commit ``db`` made before, asynchronous ones included, is on disk
     (as ``synchronous_commit`` says: with it off for the server, at once)."""
@@ -202,14 +231,14 @@ def make_durable(db: Database) -> None:
         cursor.execute(sql.MAKE_DURABLE)
 
 
-def release(db: Database, worker_id: str, job_ids: Sequence[int]) -> set[int]:
+def release(db: Database, worker_id: str, jobs: Iterable[Claimed]) -> set[int]:
     """Hand claimed-but-unstarted jobs back to ``pending`` without spending an attempt."""
     with db.cursor() as cursor:
-        cursor.execute(sql.RELEASE, [list(job_ids), worker_id])
+        cursor.execute(sql.RELEASE, _claimed(worker_id, jobs))
         return {row[0] for row in cursor.fetchall()}
 
 
-def interrupt(db: Database, worker_id: str, job_ids: Sequence[int], reason: str) -> dict[int, str]:
+def interrupt(db: Database, worker_id: str, jobs: Iterable[Claimed], reason: str) -> dict[int, str]:
     """Hand back running jobs of ``worker_id`` whose worker is shutting down under them
     (interrupted: see ``sql.INTERRUPT``), ``reason`` kept in their history; returns the status
     each job now has (``pending``; ``dead`` for one interrupted too often and out of attempts;
@@ -218,8 +247,7 @@ def interrupt(db: Database, worker_id: str, job_ids: Sequence[int], reason: str)
         cursor.execute(
             sql.INTERRUPT,
             {
-                "ids": list(job_ids),
-                "worker": worker_id,
+                **_claimed(worker_id, jobs),
                 "reason": reason,
                 "max_interruptions": settings.MAX_INTERRUPTIONS,
             },
@@ -232,7 +260,7 @@ def release_unknown(db: Database, worker_id: str, known_ids: Sequence[int]) -> s
     but ``known_ids``: after a lost connection, the jobs of a claim that committed while its
     answer was lost. Left alone, they would stay ``running`` until the visibility timeout."""
     with db.cursor() as cursor:
-        cursor.execute(sql.RELEASE_UNKNOWN, [list(known_ids), worker_id])
+        cursor.execute(sql.RELEASE_UNKNOWN, {"ids": list(known_ids), "worker": worker_id})
         return {row[0] for row in cursor.fetchall()}
 
 

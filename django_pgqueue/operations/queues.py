@@ -63,13 +63,6 @@ def set_limits(
             cursor.execute(limits_sql.DEFINE_WINDOW, [window, starts, period])
 
 
-def limits_in_use(db: Database) -> bool:
-    """Whether limited jobs wait (then workers claim counting the limits)."""
-    with db.cursor() as cursor:
-        cursor.execute(limits_sql.LIMITS_IN_USE)
-        return bool(cursor.fetchone()[0])
-
-
 def queue_controls(db: Database) -> list[QueueControl]:
     """Every queue that has settings (the others run, unlimited)."""
     with db.cursor() as cursor:

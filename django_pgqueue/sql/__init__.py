@@ -35,6 +35,12 @@ DEAD = sql_list([JobStatus.DEAD])
 CANCELLED = sql_list([JobStatus.CANCELLED])
 
 
+#: A claim statement's token (``0018_claim_token``): taken once per statement (an InitPlan) and
+#: written on every job it claims; the writes about a claimed job are fenced by it
+#: (``sql.outcomes``).
+NEXT_CLAIM_TOKEN = "(SELECT nextval('pgqueue_claim_token'))"
+
+
 def claim_order(row: str = "", job_id: str = "job_id") -> str:
     """The claims' order over a row (``row``: its alias with the dot, ``job_id``: its id
     column): a higher priority first, then the earlier ``run_after``, then the older job. The
@@ -65,6 +71,7 @@ JOB_COLUMNS = (
     "started_at",
     "finished_at",
     "schedule",
+    "claim_token",
 )
 
 # PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, and +-infinity; Python's datetime

@@ -13,7 +13,16 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import CANCELLED, DEAD, PENDING, RUNNING, TABLE, claim_order, job_columns
+from django_pgqueue.sql import (
+    CANCELLED,
+    DEAD,
+    NEXT_CLAIM_TOKEN,
+    PENDING,
+    RUNNING,
+    TABLE,
+    claim_order,
+    job_columns,
+)
 from django_pgqueue.sql.queues import QUEUE_TABLE
 from django_pgqueue.sql.ready import candidates, delete_taken
 
@@ -125,6 +134,8 @@ UPDATE {TABLE} j SET
     finished_at = {_when_lost_for_good("now()", "NULL")},
     -- A fresh job runs in its key's place 0 (the limited claim gives the others).
     concurrency_place = CASE WHEN j.status = {PENDING} THEN 0 ELSE j.concurrency_place END,
+    -- This claim's token, one per statement (``sql.outcomes``: fencing by claim).
+    claim_token = {NEXT_CLAIM_TOKEN},
     last_error = CASE WHEN j.status = {RUNNING} THEN
         'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
         || 'attempt ' || j.attempts

@@ -30,7 +30,7 @@ Start times are the claim statement's ``statement_timestamp()``, also written as
 
 from __future__ import annotations
 
-from django_pgqueue.sql import RUNNING, TABLE, claim_order, job_columns
+from django_pgqueue.sql import NEXT_CLAIM_TOKEN, RUNNING, TABLE, claim_order, job_columns
 from django_pgqueue.sql.queues import QUEUE_TABLE, not_paused
 from django_pgqueue.sql.ready import (
     HELD_TABLE,
@@ -83,11 +83,8 @@ DROP_WINDOW = f"DELETE FROM {WINDOW_TABLE} WHERE id = %s"
 #: window comes with its queue row, which counts as settings.)
 _LIMITED_WAITING = f"""EXISTS (SELECT 1 FROM {READY_TABLE}
                WHERE rate_key IS NOT NULL OR concurrency_limit IS NOT NULL)"""
-LIMITS_IN_USE = f"SELECT {_LIMITED_WAITING}"
-
 #: Whether a claim must count limits and pauses: some queue has settings, or limited jobs
-#: wait (the plain claim leaves both alone). What :data:`LIMITS_IN_USE` and ``queues.CONTROLS``
-#: tell the worker, in one statement for a caller that keeps no state.
+#: wait (the plain claim leaves both alone).
 LIMITED_CLAIM_NEEDED = f"SELECT EXISTS (SELECT 1 FROM {QUEUE_TABLE}) OR {_LIMITED_WAITING}"
 
 
@@ -290,7 +287,8 @@ UPDATE {TABLE} j SET
     locked_by = %(worker)s,
     started_at = {_NOW},
     finished_at = NULL,
-    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0)
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0),
+    claim_token = {NEXT_CLAIM_TOKEN}
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """

@@ -16,9 +16,17 @@ _ASKED_TO_STOP = "j.cancel_requested_at IS NOT NULL"
 # all: by primary key each row costs the same whatever the horizon.
 _IS_RUNNING = f"j.status || '' = {RUNNING}"
 
+# Fencing by claim (``0018_claim_token``): a write about jobs a worker has in hand applies only
+# to a job still under the claim that gave it to that worker. ``%(ids)s`` finds the rows by
+# primary key; ``%(tokens)s``, a JSON object of each id's claim token, fences them. A worker cut
+# off long enough for its job to be reclaimed, retried and claimed again (by itself, even) has
+# an old token: its late writes match nothing.
+_CLAIMED = f"""j.id = ANY(%(ids)s::bigint[]) AND {_IS_RUNNING} AND j.locked_by = %(worker)s::text
+    AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint"""
+
 HEARTBEAT = f"""
 UPDATE {TABLE} j SET locked_at = now()
-WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s
+WHERE {_CLAIMED}
 RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 
@@ -76,13 +84,13 @@ def _finish(commit: str) -> str:
     return f"""
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry, interrupted] rows: json.dumps builds it in C, where array parameters are
-    -- dumped element by element in Python. ``interrupted`` may be left out (false).
+    -- error_entry, claim_token, interrupted] rows: json.dumps builds it in C, where array
+    -- parameters are dumped element by element in Python. ``interrupted`` may be left out.
     -- The timestamps are microseconds since the Unix epoch.
     SELECT (r->>0)::bigint AS id, r->>1 AS status, {_from_micros("r->>2")} AS run_after,
            {_from_micros("r->>3")} AS started_at, {_from_micros("r->>4")} AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
-           coalesce((r->>8)::boolean, false) AS interrupted
+           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE {commit}
 )
@@ -104,14 +112,14 @@ UPDATE {TABLE} j SET
     {_interrupted_sets("d.interrupted")}
 FROM d
 WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND {_IS_RUNNING}
-  AND j.locked_by = %(worker)s
+  AND j.locked_by = %(worker)s AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
 """
 
 
 def _delete_finished(commit: str) -> str:
     return f"""
-DELETE FROM {TABLE} j WHERE j.id = ANY(%s) AND {_IS_RUNNING} AND j.locked_by = %s AND {commit}
+DELETE FROM {TABLE} j WHERE {_CLAIMED} AND {commit}
 RETURNING j.id
 """
 
@@ -137,13 +145,13 @@ UPDATE {TABLE} j SET
     finished_at = CASE WHEN {_ASKED_TO_STOP} THEN now() END,
     attempts = greatest(j.attempts - 1, 0), locked_at = NULL, locked_by = NULL,
     started_at = NULL
-WHERE {which} AND j.locked_by = %s
+WHERE {which}
 RETURNING j.id
 """
 
 
 #: Claimed jobs handed back unstarted, without spending an attempt: these ids.
-RELEASE = _release(f"j.id = ANY(%s) AND {_IS_RUNNING}")
+RELEASE = _release(_CLAIMED)
 
 #: Running jobs of ``%(worker)s`` handed back interrupted (see ``_charged``), each with an entry
 #: in its history saying why (``%(reason)s``): at the end of the shutdown timeout, their
@@ -162,14 +170,16 @@ UPDATE {TABLE} j SET
         'exception_class', 'django_pgqueue.exceptions.JobInterrupted',
         'traceback', %(reason)s::text, 'at', now(), '{Attempt.INTERRUPTED.value}', true)),
     {_interrupted_sets("true")}
-WHERE j.id = ANY(%(ids)s::bigint[]) AND {_IS_RUNNING} AND j.locked_by = %(worker)s::text
+WHERE {_CLAIMED}
 RETURNING j.id, j.status
 """
 #: The same for every running job the worker has in hand but these ids: after a lost connection,
 #: the jobs of a claim that committed while its answer was lost (the worker never knew of
 #: them). Through the partial index on running jobs, whatever the size of the history: a
 #: statement made once per reconnection, not per claim.
-RELEASE_UNKNOWN = _release(f"NOT (j.id = ANY(%s)) AND j.status = {RUNNING}")
+RELEASE_UNKNOWN = _release(
+    f"NOT (j.id = ANY(%(ids)s::bigint[])) AND j.status = {RUNNING} AND j.locked_by = %(worker)s"
+)
 
 
 # What an idle worker waits for, from the ready ring (``sql.ready``): whether a ring slot holds

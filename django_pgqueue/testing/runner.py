@@ -129,7 +129,7 @@ def run_jobs(
         if not jobs:
             return ran
         if len(ran) >= limit:
-            operations.release(db, worker_id, [job.pk for job in jobs])
+            operations.release(db, worker_id, jobs)
             raise RuntimeError(
                 f"run_jobs ran {limit} attempts and jobs are still runnable ({jobs[0].name} "
                 "next): does a job enqueue itself? Pass limit=... to allow more."

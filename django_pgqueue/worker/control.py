@@ -50,14 +50,12 @@ class QueueSettings:
 
     def __init__(self) -> None:
         self.controls: list[operations.QueueControl] = []
-        self.limits = False
 
     def read(self, db: Database) -> bool:
-        """Read them again; returns whether they changed."""
+        """Read them again; returns whether they changed. (Whether limited jobs wait, the
+        other half of which claim runs, the claim reads itself: ``operations.ClaimPath``.)"""
         controls = operations.queue_controls(db)
-        limits = operations.limits_in_use(db)
-        changed = controls != self.controls or limits != self.limits
-        self.limits = limits
+        changed = controls != self.controls
         if changed:
             paused = sorted(c.name for c in controls if c.paused)
             logger.info("Queue settings changed; paused: %s", ", ".join(paused) or "none")

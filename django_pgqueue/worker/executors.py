@@ -76,6 +76,7 @@ def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_i
         logger.exception("Job #%d: could not build its failure outcome", job.pk)
         return Outcome(
             job_id=job.pk,
+            claim_token=job.claim_token,
             status=JobStatus.PENDING,
             started_at=started_at,
             finished_at=None,
@@ -136,9 +137,9 @@ class Executors:
         if jobs:
             time.sleep(0)
 
-    def take_unstarted(self) -> list[int]:
-        """Take back the jobs no thread has started yet; returns their ids."""
-        return [job.pk for job in self._work.take_all()]
+    def take_unstarted(self) -> list[Job]:
+        """Take back the jobs no thread has started yet."""
+        return list(self._work.take_all())
 
     def abandoned(self, job: Job) -> bool:
         return (job.pk, job.attempts) in self._abandoned
@@ -331,7 +332,13 @@ class Executors:
             if self.journal is not None:
                 self.journal.started(job.pk)
             if context.cancel_requested:  # cancelled before it started: not started
-                outcome = Outcome(job.pk, JobStatus.CANCELLED, started_at, timezone.now())
+                outcome = Outcome(
+                    job.pk,
+                    JobStatus.CANCELLED,
+                    started_at,
+                    timezone.now(),
+                    claim_token=job.claim_token,
+                )
             else:
                 bind(context)
                 try:

@@ -13,8 +13,9 @@ supervisor then reads the dead child's journal and sets things right on its own 
 
 The journal is a file mapped into the worker's memory (``mmap``), so recording a job costs a
 memory copy, not a system call: an 8-byte header holds where the data ends, then lines
-``S <id>`` (started), ``C <id> <started> <finished> <result json>`` (completed), ``O <json>``
-(another outcome; in both, times in microseconds since the epoch) and ``W <id,...>``
+``S <id>`` (started), ``C <id> <claim token> <started> <finished> <result json>``
+(completed; -1: no token), ``O <json>`` (another outcome; in both, times in microseconds since
+the epoch) and ``W <id,...>``
 (outcomes written). The header is updated after each line, so a line is either there whole
 or not at all when the process dies; the page cache survives the process (a machine crash
 loses it, and then the claim's stale-job recovery takes over). When the journal fills up it
@@ -59,8 +60,9 @@ def _time(micros: int | None) -> datetime | None:
 def _encode(o: Outcome) -> bytes:
     if o.status == JobStatus.COMPLETED and o.finished_at is not None and o.result_json:
         # The common case, without a JSON encoder: result_json is compact JSON (no newline).
-        return b"C %d %d %d %s\n" % (
+        return b"C %d %d %d %d %s\n" % (
             o.job_id,
+            -1 if o.claim_token is None else o.claim_token,
             epoch_micros(o.started_at),
             epoch_micros(o.finished_at),
             o.result_json.encode(),
@@ -76,22 +78,27 @@ def _encode(o: Outcome) -> bytes:
         o.error,
         o.error_entry_json,
         o.outcome,
+        o.claim_token,
     ]
     return b"O " + _ENCODER.encode(fields).encode() + b"\n"
 
 
 def _decode(kind: str, data: str) -> Outcome:
     if kind == "C":
-        job_id, started, finished, result = data.split(" ", 3)
+        job_id, token, started, finished, result = data.split(" ", 4)
         return Outcome(
             job_id=int(job_id),
+            claim_token=None if token == "-1" else int(token),
             status=JobStatus.COMPLETED,
             started_at=from_epoch_micros(int(started)),
             finished_at=from_epoch_micros(int(finished)),
             result_json=result,
         )
-    job_id, status, started, finished, run_after, result, error, entry, outcome = json.loads(data)
+    job_id, status, started, finished, run_after, result, error, entry, outcome, token = json.loads(
+        data
+    )
     return Outcome(
+        claim_token=token,
         job_id=job_id,
         status=status,
         started_at=_time(started),  # type: ignore[arg-type]
@@ -232,7 +239,7 @@ def recover(
         statuses = operations.interrupt(
             db,
             worker_id,
-            [job.pk for job in crashed],
+            crashed,
             f"Handed back: the worker process {worker_id} stopped ({how}) while run_jobs shut "
             "down, with the job running",
         )
@@ -262,7 +269,7 @@ def recover(
             how,
             Attempt.RETRIED.value if outcome.outcome == Attempt.RETRIED else "now dead",
         )
-    unstarted = [job.pk for job in in_hand if job.pk not in started]
+    unstarted = [job for job in in_hand if job.pk not in started]
     if unstarted:
         handed = operations.release(db, worker_id, unstarted)
         logger.info(

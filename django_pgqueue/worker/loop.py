@@ -451,7 +451,9 @@ class Worker:
         """Refresh our locks, notice jobs we no longer own, and report ourselves."""
         owned_ids = self._heartbeat_ids()
         if owned_ids:
-            still, asked_to_stop = operations.heartbeat(self._connection, self.worker_id, owned_ids)
+            still, asked_to_stop = operations.heartbeat(
+                self._connection, self.worker_id, [self._claimed[i] for i in owned_ids]
+            )
             self._control.cancel(asked_to_stop)
             for job_id in set(owned_ids) - still:
                 logger.warning(
@@ -483,47 +485,6 @@ class Worker:
 
     # ----- writing outcomes back -------------------------------------------------------------
 
-    def _replace_process(self, abandoned: Sequence[Outcome]) -> None:
-        """Jobs ran past their timeout (or cancel timeout) and their threads were abandoned,
-        still running code no one can stop from outside. This process stops claiming, writes
-        the outcomes, finishes its other jobs (as a shutdown does, within the shutdown
-        timeout) and exits with :data:`REPLACE_ME`: the stuck code stops with it, and the
-        supervisor starts a fresh process."""
-        if not self._replace:
-            logger.warning(
-                "Worker %s: job %s still running in an abandoned thread: this process stops "
-                "claiming, finishes its other jobs and is replaced",
-                self.worker_id,
-                ", ".join(f"#{o.job_id}" for o in abandoned),
-            )
-        self._replace = True
-
-    def _interrupt_running(self) -> None:
-        """The shutdown timeout ran out: hand the jobs still running back, interrupted (their
-        attempt not spent, within ``PGQUEUE_MAX_INTERRUPTIONS``). Their threads stop with this
-        process, which exits next; an outcome they report meanwhile is never written."""
-        running = list(self._claimed)
-        statuses = operations.interrupt(
-            self._connection,
-            self.worker_id,
-            running,
-            f"Handed back: worker {self.worker_id} shut down while the job ran, "
-            f"{self.shutdown_timeout:g}s shutdown timeout",
-        )
-        if self._metrics is not None:
-            self._metrics.interrupted(self._claimed[job_id] for job_id in statuses)
-        self._claimed.clear()
-        self.stats.interrupted += len(statuses)
-        logger.warning(
-            "Worker %s: shutdown timeout (%gs) with %d jobs still running: handed back as "
-            "interrupted (%s); their code stops with this process",
-            self.worker_id,
-            self.shutdown_timeout,
-            len(running),
-            ", ".join(f"#{job_id} {status}" for job_id, status in sorted(statuses.items()))
-            or "none was still ours",
-        )
-
     def _flush(self) -> float | None:
         """Write the buffered outcomes; returns when (monotonic) the earliest retry is due."""
         flushed = self._writeback.flush()
@@ -546,6 +507,46 @@ class Worker:
 
     # ----- the end ---------------------------------------------------------------------------
 
+    def _replace_process(self, abandoned: Sequence[Outcome]) -> None:
+        """Jobs ran past their timeout (or cancel timeout) and their threads were abandoned,
+        still running code no one can stop from outside. This process stops claiming, writes
+        the outcomes, finishes its other jobs (as a shutdown does, within the shutdown
+        timeout) and exits with :data:`REPLACE_ME`: the stuck code stops with it, and the
+        supervisor starts a fresh process."""
+        logger.warning(
+            "Worker %s: job %s still running in an abandoned thread: this process stops "
+            "claiming, finishes its other jobs and is replaced",
+            self.worker_id,
+            ", ".join(f"#{o.job_id}" for o in abandoned),
+        )
+        self._replace = True
+
+    def _interrupt_running(self) -> None:
+        """The shutdown timeout ran out: hand the jobs still running back, interrupted (their
+        attempt not spent, within ``PGQUEUE_MAX_INTERRUPTIONS``). Their threads stop with this
+        process, which exits next; an outcome they report meanwhile is never written."""
+        running = list(self._claimed.values())
+        statuses = operations.interrupt(
+            self._connection,
+            self.worker_id,
+            running,
+            f"Handed back: worker {self.worker_id} shut down while the job ran, "
+            f"{self.shutdown_timeout:g}s shutdown timeout",
+        )
+        if self._metrics is not None:
+            self._metrics.interrupted(self._claimed[job_id] for job_id in statuses)
+        self._claimed.clear()
+        self.stats.interrupted += len(statuses)
+        logger.warning(
+            "Worker %s: shutdown timeout (%gs) with %d jobs still running: handed back as "
+            "interrupted (%s); their code stops with this process",
+            self.worker_id,
+            self.shutdown_timeout,
+            len(running),
+            ", ".join(f"#{job_id} {status}" for job_id, status in sorted(statuses.items()))
+            or "none was still ours",
+        )
+
     def _shutdown(self) -> None:
         """Once the loop has returned: hand back unstarted jobs, wait up to the shutdown
         timeout for running ones (heartbeating them), write every outcome and make it durable,
@@ -564,8 +565,8 @@ class Worker:
                     handed = operations.release(self._connection, self.worker_id, unstarted)
                     released = True
                     self.stats.released += len(handed)
-                    for job_id in unstarted:
-                        self._claimed.pop(job_id, None)
+                    for job in unstarted:
+                        self._claimed.pop(job.pk, None)
                     if handed:
                         logger.info(
                             "Handed %d unstarted jobs back to the queue (worker %s)",

@@ -70,22 +70,30 @@ def storable_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return text
 
 
-def failed(
-    job: Job, exc: BaseException, started_at: datetime, worker_id: str, decision: RetryDecision
-) -> Outcome:
-    """The outcome of a failed attempt: retried after ``decision.delay`` or dead."""
-    now = timezone.now()
-    text = storable_text("".join(traceback.format_exception(exc)))
-    entry = {
+def _history_entry(
+    job: Job, exc: BaseException, worker_id: str, now: datetime, text: str
+) -> dict[str, object]:
+    """The attempt's entry in the job's history (``errors``)."""
+    return {
         "attempt": job.attempts,
         "worker_id": worker_id,
         "exception_class": _exception_path(exc),
         "traceback": text,
         "at": now.isoformat(),
     }
+
+
+def failed(
+    job: Job, exc: BaseException, started_at: datetime, worker_id: str, decision: RetryDecision
+) -> Outcome:
+    """The outcome of a failed attempt: retried after ``decision.delay`` or dead."""
+    now = timezone.now()
+    text = storable_text("".join(traceback.format_exception(exc)))
+    entry = _history_entry(job, exc, worker_id, now, text)
     if not decision.final:
         return Outcome(
             job_id=job.pk,
+            claim_token=job.claim_token,
             status=JobStatus.PENDING,
             started_at=started_at,
             finished_at=None,
@@ -98,6 +106,7 @@ def failed(
         )
     return Outcome(
         job_id=job.pk,
+        claim_token=job.claim_token,
         status=JobStatus.DEAD,
         started_at=started_at,
         finished_at=now,
@@ -113,16 +122,12 @@ def interrupted(job: Job, exc: BaseException, started_at: datetime, worker_id: s
     ``JobInterrupted``): pending again at once, its attempt given back within
     ``PGQUEUE_MAX_INTERRUPTIONS`` (the outcome statement decides: ``sql.outcomes``)."""
     now = timezone.now()
-    entry = {
-        "attempt": job.attempts,
-        "worker_id": worker_id,
-        "exception_class": _exception_path(exc),
-        "traceback": storable_text(str(exc) or "handed back: the worker is shutting down"),
-        "at": now.isoformat(),
-        Attempt.INTERRUPTED.value: True,
-    }
+    reason = storable_text(str(exc) or "handed back: the worker is shutting down")
+    entry = _history_entry(job, exc, worker_id, now, reason)
+    entry[Attempt.INTERRUPTED.value] = True
     return Outcome(
         job_id=job.pk,
+        claim_token=job.claim_token,
         status=JobStatus.PENDING,
         started_at=started_at,
         finished_at=None,
@@ -317,6 +322,7 @@ def perform(
             )
         outcome = Outcome(
             job_id=job.pk,
+            claim_token=job.claim_token,
             status=JobStatus.COMPLETED,
             started_at=started_at,
             finished_at=timezone.now(),

@@ -159,7 +159,14 @@ def claim_throughput(queue: str, worker_id: str, batch_size: int) -> ClaimRun:
                 connection,
                 worker_id,
                 [
-                    operations.Outcome(job.pk, JobStatus.COMPLETED, now, now, result_json="null")
+                    operations.Outcome(
+                        job.pk,
+                        JobStatus.COMPLETED,
+                        now,
+                        now,
+                        result_json="null",
+                        claim_token=job.claim_token,
+                    )
                     for job in jobs
                 ],
                 delete_completed=False,

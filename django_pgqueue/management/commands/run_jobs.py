@@ -6,12 +6,14 @@ import logging
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from django_pgqueue.conf import settings
 from django_pgqueue.management.options import of
 from django_pgqueue.rules import WORKER_OPTIONS
 from django_pgqueue.worker import Supervisor
+from django_pgqueue.worker.reloader import run_with_reloader
 
 
 class Command(BaseCommand):
@@ -96,6 +98,12 @@ class Command(BaseCommand):
             "(default: HOSTNAME:PID; with --processes, ID.N per process).",
         )
         parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="For development: restart when the code changes, like runserver (running "
+            "jobs finish or are handed back first, as on SIGTERM). Not with --burst.",
+        )
+        parser.add_argument(
             "--probe-port",
             type=of(WORKER_OPTIONS["probe_port"]),
             default=None,
@@ -111,6 +119,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["reload"] and options["burst"]:
+            raise CommandError(
+                "--reload restarts a worker that runs until stopped; a --burst run exits once "
+                "the queue is empty. Use one or the other."
+            )
         configure_logging(options["verbosity"])
         worker_options: dict[str, Any] = {
             "queues": options["queues"],
@@ -126,9 +139,17 @@ class Command(BaseCommand):
         }
         if options["no_schedules"]:
             worker_options["schedules"] = False
+
         # Always supervised, even with one process: a job that kills its process (os._exit, a
         # segfault, the OOM killer) never takes run_jobs down (docs/worker.md).
-        code = Supervisor(options["processes"], **worker_options).run()
+        def supervise() -> int:
+            return Supervisor(options["processes"], **worker_options).run()
+
+        if options["reload"]:
+            connections.close_all()  # the checks' connection: this process only restarts
+            code = run_with_reloader(supervise)
+        else:
+            code = supervise()
         if code:
             sys.exit(code)
 

@@ -4,19 +4,20 @@
 
 -- name: HEARTBEAT
 UPDATE pgqueue_job j SET locked_at = now()
-WHERE j.id = ANY(%s) AND j.status || '' = 'running' AND j.locked_by = %s
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+    AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint
 RETURNING j.id, j.cancel_requested_at IS NOT NULL
 
 -- name: FINISH
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry, interrupted] rows: json.dumps builds it in C, where array parameters are
-    -- dumped element by element in Python. ``interrupted`` may be left out (false).
+    -- error_entry, claim_token, interrupted] rows: json.dumps builds it in C, where array
+    -- parameters are dumped element by element in Python. ``interrupted`` may be left out.
     -- The timestamps are microseconds since the Unix epoch.
     SELECT (r->>0)::bigint AS id, r->>1 AS status, (to_timestamp((r->>2)::bigint / 1000000) + ((r->>2)::bigint %% 1000000) * interval '1 microsecond') AS run_after,
            (to_timestamp((r->>3)::bigint / 1000000) + ((r->>3)::bigint %% 1000000) * interval '1 microsecond') AS started_at, (to_timestamp((r->>4)::bigint / 1000000) + ((r->>4)::bigint %% 1000000) * interval '1 microsecond') AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
-           coalesce((r->>8)::boolean, false) AS interrupted
+           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE true
 )
@@ -44,23 +45,24 @@ UPDATE pgqueue_job j SET
                     ELSE j.interruptions END
 FROM d
 WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = 'running'
-  AND j.locked_by = %(worker)s
+  AND j.locked_by = %(worker)s AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
 
 -- name: DELETE_FINISHED
-DELETE FROM pgqueue_job j WHERE j.id = ANY(%s) AND j.status || '' = 'running' AND j.locked_by = %s AND true
+DELETE FROM pgqueue_job j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+    AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint AND true
 RETURNING j.id
 
 -- name: FINISH_ASYNC
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
-    -- error_entry, interrupted] rows: json.dumps builds it in C, where array parameters are
-    -- dumped element by element in Python. ``interrupted`` may be left out (false).
+    -- error_entry, claim_token, interrupted] rows: json.dumps builds it in C, where array
+    -- parameters are dumped element by element in Python. ``interrupted`` may be left out.
     -- The timestamps are microseconds since the Unix epoch.
     SELECT (r->>0)::bigint AS id, r->>1 AS status, (to_timestamp((r->>2)::bigint / 1000000) + ((r->>2)::bigint %% 1000000) * interval '1 microsecond') AS run_after,
            (to_timestamp((r->>3)::bigint / 1000000) + ((r->>3)::bigint %% 1000000) * interval '1 microsecond') AS started_at, (to_timestamp((r->>4)::bigint / 1000000) + ((r->>4)::bigint %% 1000000) * interval '1 microsecond') AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
-           coalesce((r->>8)::boolean, false) AS interrupted
+           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
 )
@@ -88,11 +90,12 @@ UPDATE pgqueue_job j SET
                     ELSE j.interruptions END
 FROM d
 WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = 'running'
-  AND j.locked_by = %(worker)s
+  AND j.locked_by = %(worker)s AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
 
 -- name: DELETE_FINISHED_ASYNC
-DELETE FROM pgqueue_job j WHERE j.id = ANY(%s) AND j.status || '' = 'running' AND j.locked_by = %s AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+DELETE FROM pgqueue_job j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+    AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 RETURNING j.id
 
 -- name: MAKE_DURABLE
@@ -104,7 +107,8 @@ UPDATE pgqueue_job j SET
     finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
     attempts = greatest(j.attempts - 1, 0), locked_at = NULL, locked_by = NULL,
     started_at = NULL
-WHERE j.id = ANY(%s) AND j.status || '' = 'running' AND j.locked_by = %s
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+    AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint
 RETURNING j.id
 
 -- name: INTERRUPT
@@ -127,6 +131,7 @@ UPDATE pgqueue_job j SET
     interruptions = CASE WHEN true THEN least(j.interruptions, 2147483646) + 1
                     ELSE j.interruptions END
 WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+    AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint
 RETURNING j.id, j.status
 
 -- name: RELEASE_UNKNOWN
@@ -135,7 +140,7 @@ UPDATE pgqueue_job j SET
     finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
     attempts = greatest(j.attempts - 1, 0), locked_at = NULL, locked_by = NULL,
     started_at = NULL
-WHERE NOT (j.id = ANY(%s)) AND j.status = 'running' AND j.locked_by = %s
+WHERE NOT (j.id = ANY(%(ids)s::bigint[])) AND j.status = 'running' AND j.locked_by = %(worker)s
 RETURNING j.id
 
 -- name: NEXT_RUN_AFTER_ALL_QUEUES

@@ -190,7 +190,14 @@ def timed_claim(
         connection,
         worker_id,
         [
-            operations.Outcome(job.pk, JobStatus.COMPLETED, now, now, result_json="null")
+            operations.Outcome(
+                job.pk,
+                JobStatus.COMPLETED,
+                now,
+                now,
+                result_json="null",
+                claim_token=job.claim_token,
+            )
             for job in jobs
         ],
         delete_completed=False,
