@@ -71,6 +71,13 @@ DEFAULTS: dict[str, Any] = {
     # traceback), and of the line of the last failure, the job dead (with the traceback).
     "RETRY_LOG_LEVEL": "WARNING",
     "FAILURE_LOG_LEVEL": "ERROR",
+    # run_jobs serves /metrics, /healthz and /readyz on this port (None: no probe port;
+    # run_jobs --probe-port), bound to PROBE_HOST (docs/monitoring.md).
+    "PROBE_PORT": None,
+    "PROBE_HOST": "127.0.0.1",
+    # A request to the web app's metrics view (django_pgqueue.urls) with this bearer token is
+    # let in; None: only staff users with the view permission.
+    "METRICS_TOKEN": None,
 }
 
 
@@ -196,6 +203,20 @@ class Settings:
     @property
     def FAILURE_LOG_LEVEL(self) -> int:
         return log_level(self.get("FAILURE_LOG_LEVEL"))
+
+    @property
+    def PROBE_PORT(self) -> int | None:
+        value = self.get("PROBE_PORT")
+        return None if value is None else int(value)
+
+    @property
+    def PROBE_HOST(self) -> str:
+        return str(self.get("PROBE_HOST"))
+
+    @property
+    def METRICS_TOKEN(self) -> str | None:
+        value = self.get("METRICS_TOKEN")
+        return None if value is None else str(value)
 
 
 settings = Settings()

@@ -265,6 +265,9 @@ SETTINGS: dict[str, Rule] = {
     "FIRE_SCHEDULES": Boolean(),
     "RETRY_LOG_LEVEL": LogLevel(),
     "FAILURE_LOG_LEVEL": LogLevel(),
+    "PROBE_PORT": Integer(1, 65_535, nullable=True),
+    "PROBE_HOST": Text(255),
+    "METRICS_TOKEN": Text(1_000, nullable=True),
 }
 
 
@@ -284,6 +287,8 @@ WORKER_OPTIONS: dict[str, Rule] = {
     "shutdown_timeout": _or_none(SETTINGS["SHUTDOWN_TIMEOUT"]),
     "cancel_timeout": _or_none(SETTINGS["CANCEL_TIMEOUT"]),
     "worker_id": Text(WORKER_ID_MAX, nullable=True),
+    "probe_port": _or_none(SETTINGS["PROBE_PORT"]),
+    "probe_host": _or_none(SETTINGS["PROBE_HOST"]),
 }
 
 

@@ -6,7 +6,10 @@
 
 * PgBouncer (Debian's ``pgbouncer``) for ``tests/test_pgbouncer.py``;
 * Chromium (Debian's ``chromium`` and ``chromium-driver``) for the browser tests, driven by
-  Playwright (never ``playwright install``: the system's browser only).
+  Playwright (never ``playwright install``: the system's browser only);
+* Prometheus (Debian's ``prometheus``): ``promtool`` checks the alerting rules of
+  docs/monitoring/ (``tests/test_monitoring.py``), and ``prometheus`` scrapes a worker's probe
+  port (``tests/test_metrics.py``).
 
 A tool that is missing is installed with ``apt-get`` when that can run without a question:
 as root, or through ``sudo -n``. Otherwise nothing is installed and nothing fails: the tests
@@ -58,7 +61,15 @@ CHROMIUM = Tool(
     env="PGQUEUE_TEST_CHROMIUM",
     needed_by="the browser tests",
 )
-TOOLS = (PGBOUNCER, CHROMIUM)
+PROMETHEUS = Tool(
+    name="Prometheus",
+    binary="promtool",
+    fallbacks=("/usr/bin/promtool",),
+    packages=("prometheus",),
+    env="PGQUEUE_TEST_PROMTOOL",
+    needed_by="the monitoring tests",
+)
+TOOLS = (PGBOUNCER, CHROMIUM, PROMETHEUS)
 
 
 def find(tool: Tool) -> str | None:
@@ -101,7 +112,9 @@ def main() -> int:
     if not missing:
         return 0
     packages = [package for tool in missing for package in tool.packages]
-    names = " and ".join(tool.name for tool in missing)
+    names = " and ".join(
+        filter(None, [", ".join(tool.name for tool in missing[:-1]), missing[-1].name])
+    )
     prefix = apt_prefix()
     if prefix is None:
         log(

@@ -7,6 +7,7 @@ from django.db import connection, connections
 from tests.tools import (  # noqa: F401
     chromium_binary,
     pgbouncer_binary,
+    promtool_binary,
     pytest_sessionfinish,
     pytest_terminal_summary,
 )

@@ -93,6 +93,8 @@ for _name, _cast in {
     "RETENTION": float,
     "REPAIR_INTERVAL": float,
     "BATCH_SIZE": int,
+    # run_jobs' probe port (pgqueue_bench runs with and without it: docs/performance.md).
+    "PROBE_PORT": int,
 }.items():
     if f"PGQUEUE_{_name}" in os.environ:
         globals()[f"PGQUEUE_{_name}"] = _cast(os.environ[f"PGQUEUE_{_name}"])

@@ -54,6 +54,12 @@ def chromium_binary() -> str:
     return require(provision.CHROMIUM)
 
 
+@pytest.fixture(scope="session")
+def promtool_binary() -> str:
+    """Debian's promtool (tests/test_monitoring.py); ``prometheus`` is next to it."""
+    return require(provision.PROMETHEUS)
+
+
 def _skipped_per_tool(stats: dict[str, list[Any]]) -> Counter[Tool]:
     counts: Counter[Tool] = Counter()
     for report in stats.get("skipped", []):

@@ -20,21 +20,30 @@ This package re-exports its API; its modules:
 * :mod:`~django_pgqueue.stats.limits`: the limits above;
 * :mod:`~django_pgqueue.stats.counts`: what a count is, capped counts and planner estimates;
 * :mod:`~django_pgqueue.stats.report`: the report's data (per queue, per minute);
-* :mod:`~django_pgqueue.stats.workers`: the workers seen lately.
+* :mod:`~django_pgqueue.stats.workers`: the workers seen lately;
+* :mod:`~django_pgqueue.stats.exposition`: the snapshot as Prometheus metrics (the web app's
+  metrics view).
 """
 
 from __future__ import annotations
 
 from django_pgqueue.stats import limits
-from django_pgqueue.stats.collect import job_names, queue_names, queue_report, table_bytes
+from django_pgqueue.stats.collect import (
+    job_names,
+    queue_names,
+    queue_report,
+    queue_snapshot,
+    table_bytes,
+)
 from django_pgqueue.stats.counts import Count, capped_count, estimate_rows
-from django_pgqueue.stats.report import Minute, QueueReport, QueueStats
+from django_pgqueue.stats.report import Minute, QueueReport, QueueSnapshot, QueueStats
 from django_pgqueue.stats.workers import WorkerInfo
 
 __all__ = [
     "Count",
     "Minute",
     "QueueReport",
+    "QueueSnapshot",
     "QueueStats",
     "WorkerInfo",
     "capped_count",
@@ -43,5 +52,6 @@ __all__ = [
     "limits",
     "queue_names",
     "queue_report",
+    "queue_snapshot",
     "table_bytes",
 ]

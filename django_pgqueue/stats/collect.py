@@ -19,7 +19,7 @@ from django_pgqueue.sql import stats as sql
 from django_pgqueue.states import Event, JobStatus, WorkerState
 from django_pgqueue.stats import limits
 from django_pgqueue.stats.counts import Count, over_cap
-from django_pgqueue.stats.report import LastHour, QueueReport, QueueStats
+from django_pgqueue.stats.report import LastHour, QueueReport, QueueSnapshot, QueueStats
 from django_pgqueue.stats.workers import WorkerInfo, recent_workers
 
 
@@ -43,13 +43,7 @@ def queue_report(using: str | None = None) -> QueueReport:
         now = queries.begin_report(db)
         workers = recent_workers(alias, now)
         hour = LastHour.from_rows(queries.last_hour(db, limits.WINDOW_CAP), cap=limits.WINDOW_CAP)
-        exact = _small_table(db)
-        known = _known_queues(workers) | set(hour.queues)
-        if exact:
-            queues = _exact_stats(db, now, known)
-        else:
-            known |= queries.indexed_queues(db)
-            queues = _capped_stats(db, now, sorted(known))
+        exact, queues = _queue_stats(db, now, _known_queues(workers) | set(hour.queues))
     for stats in queues:
         stats.completed_last_minute = hour.count(stats.queue, Event.COMPLETED, last_minute=True)
         stats.completed_last_hour = hour.count(stats.queue, Event.COMPLETED)
@@ -69,6 +63,27 @@ def queue_report(using: str | None = None) -> QueueReport:
     )
     report.duration = time.perf_counter() - started
     return report
+
+
+def queue_snapshot(using: str | None = None) -> QueueSnapshot:
+    """The report's counts per queue and its workers, without the last hour (what the metrics
+    view serves at each scrape): the same bounded statements, in one transaction."""
+    started = time.perf_counter()
+    alias = using or settings.DATABASE
+    db = DjangoDatabase(alias)
+    with transaction.atomic(using=alias):
+        now = queries.begin_report(db)
+        workers = recent_workers(alias, now)
+        exact, queues = _queue_stats(db, now, _known_queues(workers))
+    return QueueSnapshot(now, queues, workers, exact, time.perf_counter() - started)
+
+
+def _queue_stats(db: Database, now: datetime, known: set[str]) -> tuple[bool, list[QueueStats]]:
+    """Each queue's counts: exact on a small table, capped and estimated on a big one (whether
+    they are exact, and the numbers)."""
+    if _small_table(db):
+        return True, _exact_stats(db, now, known)
+    return False, _capped_stats(db, now, sorted(known | queries.indexed_queues(db)))
 
 
 def queue_names(using: str | None = None) -> list[str]:

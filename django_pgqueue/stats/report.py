@@ -134,6 +134,18 @@ class LastHour:
         ]
 
 
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """The queues' counts and the workers seen lately, without the last hour's throughput."""
+
+    generated_at: datetime
+    queues: list[QueueStats]
+    workers: list[WorkerInfo]
+    #: True when every count is exact (small table).
+    exact: bool
+    duration: float
+
+
 @dataclass
 class QueueReport:
     generated_at: datetime

@@ -44,13 +44,14 @@ class WorkerStats:
                     outcome.outcome,
                 )
                 continue
-            if outcome.status == JobStatus.CANCELLED:
+            attempt = attempt_of(outcome)
+            if attempt == Attempt.CANCELLED:
                 self.cancelled += 1
-            elif outcome.status == JobStatus.COMPLETED:
+            elif attempt == Attempt.COMPLETED:
                 self.completed += 1
-            elif outcome.outcome == Attempt.INTERRUPTED:
+            elif attempt == Attempt.INTERRUPTED:
                 self.interrupted += 1
-            elif outcome.outcome == Attempt.RETRIED:
+            elif attempt == Attempt.RETRIED:
                 self.retried += 1
                 if outcome.run_after is not None and (
                     retry_at is None or outcome.run_after < retry_at
@@ -59,3 +60,16 @@ class WorkerStats:
             else:
                 self.dead += 1
         return retry_at
+
+
+def attempt_of(outcome: Outcome) -> Attempt:
+    """How an attempt ended, as the worker counts it (and its metrics label it)."""
+    if outcome.status == JobStatus.CANCELLED:
+        return Attempt.CANCELLED
+    if outcome.status == JobStatus.COMPLETED:
+        return Attempt.COMPLETED
+    if outcome.outcome == Attempt.INTERRUPTED:
+        return Attempt.INTERRUPTED
+    if outcome.outcome == Attempt.RETRIED:
+        return Attempt.RETRIED
+    return Attempt.DEAD

@@ -183,6 +183,11 @@ class Executors:
                     if self.cancel_timeout is not None:
                         run.cancel_deadline = now + self.cancel_timeout
 
+    @property
+    def running(self) -> int:
+        """How many attempts are running now."""
+        return len(self._running)
+
     def running_ids(self) -> list[int]:
         with self._lock:
             return [job_id for job_id, _ in self._running]

@@ -30,7 +30,7 @@ import queue as queue_module
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from django_pgqueue import logs, operations, rules
@@ -64,6 +64,7 @@ from django_pgqueue.worker.writeback import WriteBack
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
+    from django_pgqueue.worker.metrics import WorkerMetrics
 
 logger = get_logger("django_pgqueue.worker")
 
@@ -103,6 +104,8 @@ class Worker:
         journal: Journal | None = None,
         cancel_timeout: float | None = None,
         schedules: bool | None = None,
+        pulse: Callable[[float, bool], None] | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         rules.check_worker_options(
             queues,
@@ -125,6 +128,11 @@ class Worker:
         self.listen = settings.LISTEN if listen is None else listen
         self.alias = settings.DATABASE
         self.stats = WorkerStats()
+        #: With a probe port (:mod:`.probe`): told at each turn of the loop whether the worker
+        #: is ready (connected and claiming); and the process's metrics (:mod:`.metrics`).
+        self._pulse = pulse
+        self._metrics = metrics
+        self._ready = False
 
         self._events = Events()
         self._connection = QueueConnection(self.alias, f"pgqueue worker {self.worker_id}")
@@ -198,6 +206,8 @@ class Worker:
             self._loop()
             self._shutdown()
         finally:
+            if self._metrics is not None:
+                self._metrics.write()  # what the last second tallied
             self._signals.restore()
             if self._listener is not None:
                 self._listener.stop()
@@ -281,6 +291,10 @@ class Worker:
             if self._stopping:
                 return
             now = time.monotonic()
+            if self._pulse is not None:
+                self._pulse(now, self._ready)
+            if self._metrics is not None:
+                self._metrics.turn(now, self._executors.running)
             if self._woken:
                 self._woken = False
                 next_claim = now
@@ -336,10 +350,17 @@ class Worker:
                     else:
                         next_claim = now
                 log_database_back(self.worker_id, backoff.succeeded())
+                if not self._ready:  # said at once, not at the next turn (maybe seconds away)
+                    self._ready = True
+                    if self._pulse is not None:
+                        self._pulse(time.monotonic(), True)
             except DATABASE_ERRORS as exc:
                 # Connection lost, server restarting, failover, disk full...: never fatal.
                 if self._connection.stop_preparing(exc):
                     continue
+                self._ready = False
+                if self._pulse is not None:
+                    self._pulse(time.monotonic(), False)
                 delay = backoff.failed()
                 log_database_error(self.worker_id, exc, delay)
                 self._connection_lost()
@@ -370,6 +391,8 @@ class Worker:
             deadlines.append(self._control.next_due(now))
         if self._claim_size() > 0:
             deadlines.append(next_claim)
+        if self._metrics is not None and self._metrics.due is not None:
+            deadlines.append(self._metrics.due)
         return max(0.0, min(deadlines) - now) if deadlines else settings.POLL_INTERVAL
 
     def _drain_events(self, timeout: float) -> None:
@@ -415,6 +438,8 @@ class Worker:
         taken = self._claimer.claim(limit, self._take)
         if taken:  # its commit waited for the disk: so are the outcomes written before it
             self._writeback.confirmed()
+        if self._metrics is not None:
+            self._metrics.claimed(taken)
         return taken
 
     def _take(self, jobs: list[Job]) -> None:
@@ -464,6 +489,11 @@ class Worker:
     def _flush(self) -> float | None:
         """Write the buffered outcomes; returns when (monotonic) the earliest retry is due."""
         flushed = self._writeback.flush()
+        if self._metrics is not None:
+            claimed = self._claimed
+            self._metrics.finished(
+                (claimed[o.job_id], o) for o in flushed.counted if o.job_id in claimed
+            )
         for outcome in flushed.outcomes:
             self._claimed.pop(outcome.job_id, None)
         return flushed.retry_at
@@ -504,6 +534,8 @@ class Worker:
             f"Handed back: worker {self.worker_id} shut down while the job ran, "
             f"{self.shutdown_timeout:g}s shutdown timeout",
         )
+        if self._metrics is not None:
+            self._metrics.interrupted(self._claimed[job_id] for job_id in statuses)
         self._claimed.clear()
         self.stats.interrupted += len(statuses)
         logger.warning(
@@ -525,6 +557,8 @@ class Worker:
         backoff = Backoff()
         released = False
         while True:
+            if self._pulse is not None:
+                self._pulse(time.monotonic(), False)
             try:
                 if self._claimer.unsettled:  # the loop lost its connection: see Claimer.settle
                     self._claimer.settle(self._ids_in_hand())

@@ -10,17 +10,24 @@ child had not written, charges an attempt to exactly the jobs that were running,
 the ones merely claimed. SIGTERM/SIGINT are forwarded to the children for a graceful shutdown; a
 second signal kills them at once and hands their running jobs back interrupted before exiting
 (a third exits without waiting for that). Children get SIGTERM if the supervisor itself dies.
+
+With a probe port (``--probe-port``, ``PGQUEUE_PROBE_PORT``) it binds the port, forks the probe
+process that serves it (:mod:`~django_pgqueue.worker.probe`), shares a :class:`~.probe.Pulse`
+with every process and makes the directory their metrics go to; it removes that directory when
+it exits.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import logging
 import os
 import random
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,9 +41,11 @@ from django_pgqueue import rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.printable import get_logger
+from django_pgqueue.worker import probe
 from django_pgqueue.worker.connection import QueueConnection
 from django_pgqueue.worker.journal import Journal, recover
 from django_pgqueue.worker.loop import REPLACE_ME, Worker, default_worker_id
+from django_pgqueue.worker.probe import Pulse
 from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 
 logger = get_logger("django_pgqueue.worker")
@@ -72,6 +81,15 @@ class Supervisor:
         self.worker_options = worker_options
         self.burst = bool(worker_options.get("burst"))
         self.base_id = worker_options.pop("worker_id", None)
+        probe_port = worker_options.pop("probe_port", None)
+        probe_host = worker_options.pop("probe_host", None)
+        self.probe_port: int | None = probe_port if probe_port is not None else settings.PROBE_PORT
+        self.probe_host: str = probe_host if probe_host is not None else settings.PROBE_HOST
+        self.pulse: Pulse | None = None
+        self.probe_listener: socket.socket | None = None
+        self.probe_pid: int | None = None
+        #: Where the worker processes' metrics go (with a probe port and prometheus_client).
+        self.metrics_dir: Path | None = None
         self.children: dict[int, _Child] = {}
         self.restarts: list[tuple[float, int, int]] = []  # (when, index, failures)
         self.stopping = False
@@ -83,7 +101,10 @@ class Supervisor:
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous_dir = os.environ.get(_MULTIPROC_DIR)
         try:
+            if self.probe_port is not None:
+                self._open_probe(self.probe_port)
             logger.info("Supervisor %d starting %d worker processes", os.getpid(), self.processes)
             for index in range(self.processes):
                 self._spawn(index, failures=0)
@@ -93,6 +114,7 @@ class Supervisor:
                 signal.signal(signum, handler)
             self.connection.close()
             shutil.rmtree(self.journals, ignore_errors=True)
+            self._close_probe(previous_dir)
         return 1 if self.killing or (self.failed and self.burst) else 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -105,6 +127,8 @@ class Supervisor:
                 signal.Signals(signum).name,
             )
             self.stopping = True
+            if self.pulse is not None:
+                self.pulse.stopping()
             self._signal_children(signal.SIGTERM)
         elif now - self.first_signal_at <= SIGNAL_DEDUPE_WINDOW:
             return  # the same request delivered twice (process group, then forwarded)
@@ -125,6 +149,100 @@ class Supervisor:
             )
             os._exit(1)
 
+    # ----- the probe port ----------------------------------------------------------------------
+
+    def _open_probe(self, port: int) -> None:
+        """Bind the probe port and start the probe process; a port that cannot be bound is
+        logged, and the workers run without it (a setting never stops them)."""
+        try:
+            self.probe_listener = probe.bind(self.probe_host, port)
+        except OSError as exc:
+            logger.error(
+                "Supervisor %d: cannot serve the probe port on %s:%d (%s); running without "
+                "/metrics, /healthz and /readyz",
+                os.getpid(),
+                self.probe_host,
+                port,
+                exc,
+            )
+            return
+        self.pulse = Pulse(self.processes)
+        if importlib.util.find_spec("prometheus_client") is None:
+            logger.error(
+                "Supervisor %d: the probe port serves /healthz and /readyz but not /metrics: "
+                "prometheus_client is not installed (pip install 'django-pgqueue-jobs[metrics]')",
+                os.getpid(),
+            )
+        else:
+            # Set before the worker processes import prometheus_client: their values go to
+            # files there, which the probe process adds up.
+            self.metrics_dir = Path(tempfile.mkdtemp(prefix="pgqueue-metrics-", dir=_memory_dir()))
+            os.environ[_MULTIPROC_DIR] = str(self.metrics_dir)
+            # Imported once, here, before the forks: every process shares the modules instead
+            # of importing them itself (60 ms of CPU each, measured: docs/performance.md).
+            import prometheus_client.multiprocess  # noqa: F401
+
+            import django_pgqueue.worker.metrics  # noqa: F401
+        self._spawn_probe()
+        logger.info(
+            "Supervisor %d: probe port on http://%s:%d (/metrics, /healthz, /readyz)",
+            os.getpid(),
+            self.probe_host,
+            port,
+        )
+
+    def _spawn_probe(self) -> None:
+        assert self.probe_listener is not None and self.pulse is not None
+        connections.close_all()
+        self.connection.close()
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        pid = os.fork()
+        if pid == 0:  # the probe process: serves until the supervisor kills it
+            code = 1
+            try:
+                # It answers 503 on /readyz during the whole shutdown: the stop signals the
+                # process group gets are not for it.
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+                _die_with_parent(signal.SIGKILL)
+                probe.serve(self.probe_listener, self.pulse, self.metrics_dir)
+            except BaseException:
+                logger.exception("Probe process %d crashed", os.getpid())
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self.probe_pid = pid
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+    def _close_probe(self, previous_dir: str | None) -> None:
+        if self.probe_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.probe_pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.probe_pid, 0)
+            self.probe_pid = None
+        if self.probe_listener is not None:
+            self.probe_listener.close()
+        if self.metrics_dir is not None:
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            if previous_dir is None:
+                os.environ.pop(_MULTIPROC_DIR, None)
+            else:
+                os.environ[_MULTIPROC_DIR] = previous_dir
+
+    def _probe_exited(self, status: int) -> None:
+        self.probe_pid = None
+        if self.stopping:
+            return
+        logger.error(
+            "Supervisor %d: the probe process died (%s); starting another",
+            os.getpid(),
+            _describe_exit(os.waitstatus_to_exitcode(status)),
+        )
+        time.sleep(0.5)  # a probe that dies at once must not spin
+        self._spawn_probe()
+
     def _signal_children(self, signum: int) -> None:
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
@@ -135,6 +253,8 @@ class Supervisor:
         connections.close_all()
         self.connection.close()
         journal = self.journals / f"worker-{index}.journal"
+        if self.pulse is not None:
+            self.pulse.started(index)
         read_end, write_end = os.pipe()
         # Stop signals wait until the child is known: otherwise one arriving mid-fork runs the
         # supervisor's handler inside the child, which swallows it (deduped as the same
@@ -155,7 +275,10 @@ class Supervisor:
                 os.write(write_end, worker_id.encode())
                 os.close(write_end)
                 code = Worker(
-                    worker_id=worker_id, journal=Journal(journal), **self.worker_options
+                    worker_id=worker_id,
+                    journal=Journal(journal),
+                    **self.worker_options,
+                    **self._probe_options(index),
                 ).run()
             except BaseException:
                 logger.exception("Worker %s crashed", worker_id)
@@ -180,8 +303,23 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL if self.killing else signal.SIGTERM)
 
+    def _probe_options(self, index: int) -> dict[str, Any]:
+        """In worker process ``index``: its pulse and its metrics, with a probe port."""
+        if self.probe_listener is not None:
+            self.probe_listener.close()  # the probe process's, not a worker's
+        if self.pulse is None:
+            return {}
+        options: dict[str, Any] = {"pulse": self.pulse.beater(index)}
+        if self.metrics_dir is not None:
+            from django_pgqueue.worker.metrics import WorkerMetrics
+
+            options["metrics"] = WorkerMetrics(self.worker_options.get("threads") or 1)
+        return options
+
     def _watch(self) -> None:
         while self.children or (self.restarts and not self.stopping):
+            if self.pulse is not None:
+                self.pulse.supervisor_turn()
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -189,6 +327,9 @@ class Supervisor:
             if pid == 0:
                 self._restart_due()
                 time.sleep(0.1)
+                continue
+            if pid == self.probe_pid:
+                self._probe_exited(status)
                 continue
             child = self.children.pop(pid, None)
             if child is None:
@@ -204,6 +345,13 @@ class Supervisor:
     def _child_exited(self, child: _Child, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)
         how = _describe_exit(code)
+        if self.pulse is not None:
+            self.pulse.exited(child.index)
+        if self.metrics_dir is not None:
+            from prometheus_client import multiprocess
+
+            # Its gauges (busy, capacity) leave the sums; its counters stay in them.
+            multiprocess.mark_process_dead(child.pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
         self._recover(child, how)
         if self.stopping:
             logger.info("Worker process %d (%s) exited (%d)", child.pid, child.worker_id, code)
@@ -286,16 +434,24 @@ class Supervisor:
 
 
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def _memory_dir() -> str | None:
+    """Where the metric files go: in memory (``/dev/shm``) where there is one, so the kernel
+    never writes their pages to the disk the database may share; else the temporary dir."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _describe_exit(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"status {code}"
 
 
-def _die_with_parent() -> None:
-    """Linux: get SIGTERM when the supervisor dies, so no worker outlives it unsupervised."""
+def _die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Linux: get ``signum`` when the supervisor dies, so no process outlives it unsupervised."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(_PR_SET_PDEATHSIG, signum)
     except OSError:
         pass

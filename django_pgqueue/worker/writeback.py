@@ -44,6 +44,9 @@ class Flushed:
     outcomes: Sequence[Outcome]
     #: When (monotonic) the earliest retry among them is due, if any.
     retry_at: float | None
+    #: Those counted: written for the first time, and taken by the database (not lost to
+    #: another worker).
+    counted: Sequence[Outcome] = ()
 
 
 class WriteBack:
@@ -102,10 +105,11 @@ class WriteBack:
         logger.debug("Worker %s wrote %d outcomes", self._worker_id, len(written))
         first = self._unconfirmed.first_writes(self._worker_id, outcomes, written)
         retry_at = self._stats.count_written(self._worker_id, first, written)
+        counted = [o for o in first if o.job_id in written]
         if retry_at is None:
-            return Flushed(outcomes, None)
+            return Flushed(outcomes, None, counted)
         wait = max(0.0, (retry_at - timezone.now()).total_seconds())
-        return Flushed(outcomes, time.monotonic() + wait)
+        return Flushed(outcomes, time.monotonic() + wait, counted)
 
     @property
     def durable_deadline(self) -> float | None:

@@ -103,6 +103,20 @@ class Command(BaseCommand):
             help="For development: restart when the code changes, like runserver (running "
             "jobs finish or are handed back first, as on SIGTERM). Not with --burst.",
         )
+        parser.add_argument(
+            "--probe-port",
+            type=of(WORKER_OPTIONS["probe_port"]),
+            default=None,
+            help="Serve /metrics (Prometheus; the metrics extra), /healthz and /readyz on this "
+            "port for all the processes (default: PGQUEUE_PROBE_PORT, unset: none).",
+        )
+        parser.add_argument(
+            "--probe-host",
+            type=of(WORKER_OPTIONS["probe_host"]),
+            default=None,
+            help=f"The address the probe port listens on (default: PGQUEUE_PROBE_HOST = "
+            f"{settings.PROBE_HOST}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["reload"] and options["burst"]:
@@ -120,6 +134,8 @@ class Command(BaseCommand):
             "shutdown_timeout": options["shutdown_timeout"],
             "cancel_timeout": options["cancel_timeout"],
             "worker_id": options["worker_id"],
+            "probe_port": options["probe_port"],
+            "probe_host": options["probe_host"],
         }
         if options["no_schedules"]:
             worker_options["schedules"] = False
