@@ -73,7 +73,8 @@ def pgbouncer(pgbouncer_binary, django_db_setup):  # noqa: F811
 
 
 #: Modules whose tests drive processes and servers for a long time (faults, chaos, PgBouncer,
-#: benchmarks, a build of the package, schedules over wall-clock seconds). They test our code
+#: server crashes, benchmarks, a build of the package, schedules over wall-clock seconds, the
+#: probe port with a real Prometheus, pytest run on a test of the test tools). They test our code
 #: against PostgreSQL and the OS, not against Django's APIs: `make test` runs them on the
 #: newest Django, and tox's older-Django environments leave them out (`-m "not slow"`).
 SLOW_MODULES = {
@@ -82,8 +83,11 @@ SLOW_MODULES = {
     "test_database_faults.py",
     "test_distribution.py",
     "test_faults_jobs.py",
+    "test_metrics.py",
+    "test_outcome_durability.py",
     "test_pgbouncer.py",
     "test_schedule_workers.py",
+    "test_tools.py",
     "test_worker_deploys.py",
 }
 
