@@ -209,6 +209,7 @@ def test_a_worker_holds_a_keys_backlog_and_runs_it_one_at_a_time_in_order(probe_
     )
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_worker_runs_a_held_rate_backlog_within_its_rate(probe_table):
     rate = 25
     kept = held_sql.KEPT_PER_KEY + 2 * rate
@@ -227,6 +228,7 @@ def test_a_worker_runs_a_held_rate_backlog_within_its_rate(probe_table):
     assert rows_by_key() == {}
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_keyed_backlogs_under_load_run_every_job_once_within_their_limits(probe_table):
     """Two worker processes, two producers enqueueing into three keys (one of limit 3) while
     the workers hold, put back and run their rows: every job runs exactly once, no key runs

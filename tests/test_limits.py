@@ -151,6 +151,7 @@ def test_a_queue_concurrency_limit_holds_across_2_processes(probe_table):
     assert most_overlapping([(s, e) for _, s, e in runs(probe_table)]) == 2
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_rate_limit_10_per_second_across_2_processes(probe_table):
     jobs.charge.enqueue_many([(i, probe_table) for i in range(100)])
     proc = start_workers()

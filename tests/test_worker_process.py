@@ -126,6 +126,7 @@ def test_several_processes_run_every_job_exactly_once(tmp_path):
     assert statuses() == Counter({"completed": 400})
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_sigkill_of_the_whole_worker_loses_no_job(tmp_path):
     out = tmp_path / "out"
     jobs.record.enqueue_many([(str(out), f"job-{i}", 0.02) for i in range(300)])
@@ -228,6 +229,7 @@ def test_terminated_database_connections_do_not_stop_the_worker(tmp_path):
     assert len(recorded(out)) == 20
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_heartbeat_keeps_a_long_job_from_running_twice(tmp_path):
     out = tmp_path / "out"
     env = worker_env(PGQUEUE_VISIBILITY_TIMEOUT="1.5", PGQUEUE_HEARTBEAT_INTERVAL="0.3")
