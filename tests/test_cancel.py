@@ -170,6 +170,7 @@ def test_bad_progress_says_what_is_wrong():
 # ----- real workers ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 @pytest.mark.parametrize("listen", ["1", "0"], ids=["notify", "polling"])
 @pytest.mark.parametrize("fail", [False, True], ids=["returns", "raises"])
 def test_a_running_job_that_checks_cancel_requested_stops_and_ends_cancelled(

@@ -148,6 +148,7 @@ def test_held_queue_rows_go_back_to_the_ring_through_the_migration_and_are_held_
     assert rows_by_queue() == {("lim", "ring"): KEPT, ("lim", "held"): 100 - KEPT}
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_worker_holds_a_limited_queues_backlog_and_runs_it_in_order(probe_table):
     limit_queue("lim", concurrency_limit=1)
     assert_worker_runs_backlog_in_order(
@@ -157,6 +158,7 @@ def test_a_worker_holds_a_limited_queues_backlog_and_runs_it_in_order(probe_tabl
     )
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_limited_queues_backlog_under_load_runs_every_job_once_within_its_limit(probe_table):
     """Two worker processes, two producers enqueueing into a queue limited to 3 while the
     workers hold, put back and run its rows: every job runs exactly once, never more than 3

@@ -123,6 +123,7 @@ def start_workers(processes: int = 2, threads: int = 4):
     return proc
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_concurrency_limit_3_holds_across_2_processes_of_4_threads(probe_table):
     for key in ("tenant-a", "tenant-b"):
         keyed = jobs.three_at_a_time.using(concurrency_key=key)
@@ -140,6 +141,7 @@ def test_concurrency_limit_3_holds_across_2_processes_of_4_threads(probe_table):
     assert Counter(Job.objects.values_list("status", flat=True)) == Counter(completed=24)
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_queue_concurrency_limit_holds_across_2_processes(probe_table):
     limit_queue("limited", concurrency_limit=2)
     jobs.probe.using(queue="limited").enqueue_many([(probe_table, "q", 0.3)] * 10)

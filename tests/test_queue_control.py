@@ -68,6 +68,7 @@ def test_the_command_pauses_resumes_and_lists(capsys):
         call_command("pgqueue_queue", "pause", "")
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 @pytest.mark.parametrize("listen", ["1", "0"], ids=["notify", "polling"])
 def test_workers_stop_claiming_a_paused_queue_until_it_is_resumed(tmp_path: Path, listen: str):
     out = tmp_path / "out"

@@ -170,6 +170,7 @@ def test_sigterm_hands_back_unstarted_jobs_and_finishes_running_ones(tmp_path):
     assert not Job.objects.filter(status="running").exists()
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_second_signal_exits_at_once_and_sets_every_job_right(tmp_path):
     out = tmp_path / "out"
     jobs.record.enqueue_many([(str(out), f"slow-{i}", 30.0) for i in range(4)])
@@ -266,6 +267,7 @@ def test_the_supervisor_restarts_a_child_killed_with_sigkill(tmp_path):
     assert f"Worker process {victim} died (signal 9)" in output
 
 
+@pytest.mark.slow  # long, processes only: once, on the newest Django
 def test_a_hung_job_fails_on_its_timeout_and_the_worker_carries_on(tmp_path):
     out = tmp_path / "out"
     hung = jobs.hangs.enqueue(30.0)
