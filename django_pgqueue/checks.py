@@ -118,6 +118,11 @@ STORAGE_CHECKS = {
         "django_pgqueue.E105",
         "rate windows hold more entries than their bound, or counts that do not match them (S7)",
     ),
+    "unvalidated": (
+        "django_pgqueue.E106",
+        "CHECK constraints were added NOT VALID and never validated: rows written before them "
+        "may break them (S9, S11)",
+    ),
 }
 
 
@@ -126,6 +131,16 @@ WINDOW_HINT = (
     "Delete the window's row from pgqueue_rate_window: the next enqueue of its jobs (or "
     "limit_queue) defines it again, without the starts it counted (see docs/storage.md)."
 )
+
+#: What to do about a constraint a migration added but did not get to validate.
+UNVALIDATED_HINT = (
+    "Validate each: ALTER TABLE <table> VALIDATE CONSTRAINT <name> (it reads the table under "
+    "a lock that lets reads and writes go on; a row it rejects stops it, named in the error). "
+    "See docs/storage.md."
+)
+
+#: The hint of each kind of violation the workers do not repair.
+HINTS = {"misshapen_windows": WINDOW_HINT, "unvalidated": UNVALIDATED_HINT}
 
 #: Commands whose database checks leave the storage's out: they must not wait for a read of
 #: the side tables (a worker's start, a migration, however many jobs wait), and an error would
@@ -180,10 +195,11 @@ def check_storage(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
         errors.append(
             Error(
                 f"{message}.",
-                hint=WINDOW_HINT
-                if violation.kind == "misshapen_windows"
-                else "Workers repair this within PGQUEUE_REPAIR_INTERVAL; "
-                "`manage.py pgqueue_repair` does it now (see docs/storage.md).",
+                hint=HINTS.get(
+                    violation.kind,
+                    "Workers repair this within PGQUEUE_REPAIR_INTERVAL; "
+                    "`manage.py pgqueue_repair` does it now (see docs/storage.md).",
+                ),
                 id=check_id,
             )
         )

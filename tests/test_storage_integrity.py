@@ -239,6 +239,24 @@ def test_the_check_names_a_rate_window_past_its_bound():
     assert "django_pgqueue.E105" in text and "queue:capped" in text
 
 
+def test_the_check_names_a_constraint_a_migration_left_unvalidated():
+    # What a migration stopped between adding a CHECK NOT VALID and validating it leaves.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE pgqueue_job DROP CONSTRAINT pgqueue_job_interruptions_check, "
+            "ADD CONSTRAINT pgqueue_job_interruptions_check CHECK (interruptions >= 0) NOT VALID"
+        )
+    name = "pgqueue_job.pgqueue_job_interruptions_check"
+    assert violations() == {"unvalidated": (name,)}
+    text = check_output()
+    assert "django_pgqueue.E106" in text and name in text and "VALIDATE CONSTRAINT" in text
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE pgqueue_job VALIDATE CONSTRAINT pgqueue_job_interruptions_check"
+        )
+    assert violations() == {}
+
+
 def test_the_check_says_nothing_on_a_database_not_migrated_that_far():
     with migrated_back_to("0011_ready_held_queues"):
         text = check_output()

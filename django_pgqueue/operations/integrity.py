@@ -56,7 +56,7 @@ def violations(db: Database) -> list[Violation]:
         Violation(
             str(kind),
             int(count),
-            tuple(str(i) if kind == "misshapen_windows" else int(i) for i in first or ()),
+            tuple(str(i) if kind in sql.NAMED_KINDS else int(i) for i in first or ()),
         )
         for kind, count, first in rows
         if count

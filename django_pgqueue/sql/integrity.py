@@ -9,6 +9,9 @@
 * S3 ``orphaned``: a ready row whose job is gone or not pending.
 * S7 ``misshapen_windows``: a rate window larger than its bound, or whose counts do not match
   its entries (reported; the repair leaves windows alone).
+* S9, S11 ``unvalidated``: a CHECK constraint of the queue's tables added ``NOT VALID`` whose
+  validation did not run (a migration stopped between its two steps): the database enforces it
+  on new writes only, so rows written before may break it (reported; validate it).
 
 :data:`VIOLATIONS` reads them in one statement (one snapshot: right while workers drain), each
 as a count and the first ids. The triggers keep every one of them in the job's own
@@ -85,9 +88,20 @@ _MISSHAPEN_WINDOWS = f"""SELECT w.id FROM {WINDOW_TABLE} w
     WHERE cardinality(w.recent) > greatest(w.starts, {BUCKETS + 2})
        OR cardinality(w.counts) NOT IN (0, cardinality(w.recent))"""
 
-#: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them (all but
-#: the last name jobs; ``misshapen_windows`` names rate windows).
-KINDS = ("stranded", "duplicated", "disagreeing", "orphaned", "misshapen_windows")
+# S9 and S11 are CHECK constraints that migrations add ``NOT VALID`` and validate in a second
+# transaction (its lock lets reads and writes go on): a migration stopped between the two
+# leaves one that holds for new rows only.
+_UNVALIDATED = f"""SELECT c.conrelid::regclass::text || '.' || c.conname AS id FROM pg_constraint c
+    WHERE c.conrelid IN ('{TABLE}'::regclass, '{READY_TABLE}'::regclass, '{WINDOW_TABLE}'::regclass)
+      AND c.contype = 'c' AND NOT c.convalidated"""
+
+#: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them (the first
+#: four name jobs; ``misshapen_windows`` names rate windows, ``unvalidated`` constraints as
+#: ``table.constraint``).
+KINDS = ("stranded", "duplicated", "disagreeing", "orphaned", "misshapen_windows", "unvalidated")
+
+#: The kinds whose first ids are names, not job ids.
+NAMED_KINDS = frozenset({"misshapen_windows", "unvalidated"})
 
 
 def _summary(kind: str, ids: str) -> str:
@@ -101,7 +115,7 @@ VIOLATIONS = f"WITH {_RANGE}\n" + "\nUNION ALL\n".join(
     _summary(kind, ids)
     for kind, ids in zip(
         KINDS,
-        (_STRANDED, _DUPLICATED, _DISAGREEING, _ORPHANED, _MISSHAPEN_WINDOWS),
+        (_STRANDED, _DUPLICATED, _DISAGREEING, _ORPHANED, _MISSHAPEN_WINDOWS, _UNVALIDATED),
         strict=True,
     )
 )

@@ -40,6 +40,12 @@ SELECT 'misshapen_windows' AS kind, count(*) AS n,
     FROM (SELECT w.id FROM pgqueue_rate_window w
     WHERE cardinality(w.recent) > greatest(w.starts, 102)
        OR cardinality(w.counts) NOT IN (0, cardinality(w.recent))) v
+UNION ALL
+SELECT 'unvalidated' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT c.conrelid::regclass::text || '.' || c.conname AS id FROM pg_constraint c
+    WHERE c.conrelid IN ('pgqueue_job'::regclass, 'pgqueue_ready'::regclass, 'pgqueue_rate_window'::regclass)
+      AND c.contype = 'c' AND NOT c.convalidated) v
 
 -- name: NEXT_RANGES
 SELECT
