@@ -85,7 +85,7 @@ WITH fresh AS MATERIALIZED ({{fresh}}
      ORDER BY concurrency_key, {claim_order(job_id="id")})
     LIMIT %(limit)s
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id IN (SELECT id FROM picked)
+    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ){delete_taken("gone")}"""
 
 # Running jobs whose heartbeat is older than the visibility timeout: their worker died.

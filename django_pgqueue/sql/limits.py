@@ -264,7 +264,7 @@ WITH window_room AS MATERIALIZED (
 ), queue_starts AS (
     {_record_starts("queue:", "queue")}
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id IN (SELECT id FROM picked)
+    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ){delete_taken("gone")}, refill AS (
     -- As many held rows of a queue's group as it took of them come back (``sql.held``).
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(

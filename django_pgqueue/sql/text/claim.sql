@@ -33,7 +33,7 @@ WITH fresh AS MATERIALIZED (
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id IN (SELECT id FROM picked)
+    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -122,7 +122,7 @@ WITH fresh AS MATERIALIZED (
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(limit)s
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id IN (SELECT id FROM picked)
+    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))

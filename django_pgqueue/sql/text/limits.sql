@@ -172,7 +172,7 @@ WITH window_room AS MATERIALIZED (
           WHERE queue IS NOT NULL GROUP BY queue) p
     WHERE w.id = p.id
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id IN (SELECT id FROM picked)
+    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -361,7 +361,7 @@ WITH window_room AS MATERIALIZED (
           WHERE queue IS NOT NULL GROUP BY queue) p
     WHERE w.id = p.id
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id IN (SELECT id FROM picked)
+    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
