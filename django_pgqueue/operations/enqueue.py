@@ -275,11 +275,11 @@ _wakes = threading.local()
 
 def wake_after_commit(db: Database, queue: str, jobs: int = 1) -> None:
     """Wake the workers serving ``queue`` for ``jobs`` jobs once the current transaction of
-    ``db`` commits
-    (at once outside one; never if it rolls back): the jobs were written by a statement that
-    keeps the insert trigger from notifying inside the transaction (``sql.enqueue``: the commit
-    of the caller's rows must not wait for the lock every notifying commit holds). One
-    notification a queue and transaction, whatever the number of enqueues in it."""
+    ``db`` commits (at once outside one; never if it rolls back): the jobs were written by a
+    statement that keeps the insert trigger from notifying inside the transaction
+    (``sql.enqueue``: the commit of the caller's rows must not wait for the lock every
+    notifying commit holds). One notification a queue and transaction, whatever the number of
+    enqueues in it."""
     django_side = isinstance(db, DjangoDatabase)
     pending: dict[str, _Wake] = getattr(_wakes, "by_alias", None) or {}
     _wakes.by_alias = pending
