@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "REPAIR_INTERVAL": 30.0,
     # Worker: wake up on LISTEN/NOTIFY (False for PgBouncer in transaction mode).
     "LISTEN": True,
+    # enqueue(): notify the workers once the transaction commits (False when every worker
+    # polls: PGQUEUE_LISTEN = False everywhere).
+    "NOTIFY": True,
     # Worker: prepare its statements on the server (False behind PgBouncer < 1.21 in
     # transaction mode, or without max_prepared_statements).
     "PREPARED_STATEMENTS": True,
@@ -152,6 +155,10 @@ class Settings:
     @property
     def LISTEN(self) -> bool:
         return bool(self.get("LISTEN"))
+
+    @property
+    def NOTIFY(self) -> bool:
+        return bool(self.get("NOTIFY"))
 
     @property
     def PREPARED_STATEMENTS(self) -> bool:

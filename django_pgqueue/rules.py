@@ -253,6 +253,7 @@ SETTINGS: dict[str, Rule] = {
     "PRUNE_INTERVAL": _seconds(above=True),
     "REPAIR_INTERVAL": _seconds(above=True),
     "LISTEN": Boolean(),
+    "NOTIFY": Boolean(),
     "PREPARED_STATEMENTS": Boolean(),
     "POLL_INTERVAL": _seconds(above=True),
     "BATCH_SIZE": Integer(1, 10_000),

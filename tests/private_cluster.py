@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +232,9 @@ class ClusterQueue:
                 yield
             finally:
                 self._conn = None
+
+    def after_commit(self, func: Callable[[], None]) -> None:
+        func()  # every call of this class commits before it returns
 
     def enqueue_many(
         self, job: JobFunction[Any, Any], calls: Sequence[tuple[Any, ...]]

@@ -8,7 +8,7 @@ tests exercise is what production runs.
 module             owns
 =================  ===================================================================
 ``db``             the :class:`Database` an operation runs on; the error classes
-``enqueue``        :func:`insert`, :func:`insert_many` (INSERT or COPY), :func:`notify`,
+``enqueue``        :func:`insert`, :func:`insert_many` (INSERT or COPY), :func:`wake_after_commit`,
                    :func:`listen`
 ``claim``          :func:`claim` (SKIP LOCKED, stale-job recovery), decoding rows
 ``outcomes``       :func:`heartbeat`, :func:`finish`, :func:`make_durable`, :func:`release`,
@@ -24,6 +24,7 @@ module             owns
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
 ``schedules``      :func:`fire_schedules` (due ticks, exactly once), :func:`run_schedule_now`
+``rota``           :func:`peers` (the live workers, listening or not), :func:`pass_wake`
 ``queues``         :func:`set_paused`, :func:`set_limits`, :func:`queue_controls`
 ``stats``          the dashboard's counts and estimates (``operations.stats.*``)
 ``search``         the admin search's conditions the ORM cannot spell
@@ -54,7 +55,7 @@ from django_pgqueue.operations.enqueue import (
     insert,
     insert_many,
     listen,
-    notify,
+    wake_after_commit,
 )
 from django_pgqueue.operations.integrity import (
     Repaired,
@@ -99,6 +100,7 @@ from django_pgqueue.operations.ready import (
     sweep_held,
     sweep_parked,
 )
+from django_pgqueue.operations.rota import Peer, pass_wake, peers
 from django_pgqueue.operations.schedules import (
     FIRE_BATCH,
     Fired,
@@ -125,6 +127,7 @@ __all__ = [
     "Fired",
     "NextRun",
     "Outcome",
+    "Peer",
     "Pruned",
     "QueueControl",
     "RepairRounds",
@@ -148,7 +151,8 @@ __all__ = [
     "make_due",
     "make_durable",
     "next_run_after",
-    "notify",
+    "pass_wake",
+    "peers",
     "promote",
     "prune",
     "queue_controls",
@@ -170,4 +174,5 @@ __all__ = [
     "sweep_held",
     "sweep_parked",
     "violations",
+    "wake_after_commit",
 ]

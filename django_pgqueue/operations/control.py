@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from django_pgqueue.operations.db import DjangoDatabase
-from django_pgqueue.operations.enqueue import notify
+from django_pgqueue.operations.enqueue import wake_after_commit
 from django_pgqueue.sql import control as sql
 from django_pgqueue.states import RETRYABLE, JobStatus
 
@@ -44,12 +44,9 @@ def _all(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def _wake(jobs: QuerySet[Job], ids: list[int]) -> None:
-    queues = list(
-        _all(jobs).filter(pk__in=ids).order_by().values_list("queue", flat=True).distinct()
-    )
-    if queues:
-        with DjangoDatabase(jobs.db).cursor() as cursor:
-            notify(cursor, queues)
+    counts = _all(jobs).filter(pk__in=ids).order_by().values_list("queue").annotate(n=Count("pk"))
+    for queue, count in counts:
+        wake_after_commit(DjangoDatabase(jobs.db), queue, count)
 
 
 def retry(jobs: QuerySet[Job]) -> list[int]:

@@ -7,6 +7,7 @@ connection and transaction, so an enqueue commits with the caller's rows), or th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -51,6 +52,10 @@ class Database(Protocol):
         """A real transaction, also on the worker's autocommit connection (whose ``atomic``
         adds nothing to its one-statement operations): row locks kept until it ends."""
 
+    def after_commit(self, func: Callable[[], None]) -> None:
+        """Call ``func`` once the current transaction has committed (at once outside one);
+        never if it rolls back. An error it raises is logged, not raised."""
+
 
 class DjangoDatabase:
     """A Django connection alias: the caller's connection, transaction and savepoints."""
@@ -66,6 +71,9 @@ class DjangoDatabase:
 
     def transaction(self) -> AbstractContextManager[Any]:
         return transaction.atomic(using=self.alias)
+
+    def after_commit(self, func: Callable[[], None]) -> None:
+        transaction.on_commit(func, using=self.alias, robust=True)
 
 
 def psycopg_cursor(cursor: Cursor) -> psycopg.Cursor[Any]:

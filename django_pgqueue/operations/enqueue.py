@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from django.db import connections
+
 from django_pgqueue import rules, tracing
-from django_pgqueue.operations.db import Database, psycopg_cursor
+from django_pgqueue.conf import settings
+from django_pgqueue.operations.db import Database, DjangoDatabase, psycopg_cursor
 from django_pgqueue.operations.rows import decode_json, new_job
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import TABLE, Cursor
@@ -98,6 +102,7 @@ def _insert(
                     trace_context=None if trace_json is None else decode_json(trace_json),
                 )
                 job.deduplicated = False
+                wake_after_commit(db, queue)
                 for observe in observers:
                     observe(db, spec, args_json, kwargs_json, job.pk, job.run_after, False)
                 return job
@@ -134,6 +139,7 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
         with tracing.enqueueing(spec.name, spec.resolved_queue, len(payloads)) as span:
             ids, run_after = _insert_many(db, spec, payloads, tracing.carrier_json(span))
             tracing.enqueued(span, ids)
+    wake_after_commit(db, spec.resolved_queue, len(ids))
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
@@ -184,6 +190,7 @@ def _copy_many(
     # One transaction (a savepoint inside the caller's): every job is written, or none.
     with db.atomic(), db.cursor() as cursor:
         raw = psycopg_cursor(cursor)
+        raw.execute(sql.DEFER_NOTIFY)  # :func:`insert_many` wakes the workers once committed
         # The columns after concurrency_key, the same in every row (the statement names them).
         tail: tuple[object, ...] = ()
         statement = sql.COPY_MANY
@@ -235,9 +242,56 @@ def register_limits(cursor: Cursor, spec: JobSpec) -> None:
     cursor.execute(control_sql.NOTIFY_CONTROL, [control_sql.LIMITS_CHANGED])
 
 
-def notify(cursor: Cursor, queues: Sequence[str]) -> None:
-    """Wake the workers serving ``queues`` (sent when the surrounding transaction commits)."""
-    cursor.execute(sql.NOTIFY, [sorted(set(queues))])
+class _Wake:
+    """The wake-up of one transaction's queues, sent once it commits (one for all the
+    transaction's enqueues: :func:`wake_after_commit` adds to it while it is pending)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        #: Jobs enqueued, by queue.
+        self.queues: dict[str, int] = {}
+
+    def add(self, queue: str, jobs: int) -> None:
+        self.queues[queue] = self.queues.get(queue, 0) + jobs
+
+    def __call__(self) -> None:
+        if settings.NOTIFY and self.queues:
+            names = sorted(self.queues)
+            with self.db.cursor() as cursor:
+                cursor.execute(sql.WAKE, [names, [self.queues[q] for q in names]])
+
+    def pending(self) -> bool:
+        """Whether this still runs after the current transaction of its Django connection."""
+        connection = connections[self.db.alias]
+        return connection.in_atomic_block and any(
+            entry[1] is self for entry in connection.run_on_commit
+        )
+
+
+#: Each thread's pending wake-up, by Django connection alias (Django's connections are the
+#: thread's own too).
+_wakes = threading.local()
+
+
+def wake_after_commit(db: Database, queue: str, jobs: int = 1) -> None:
+    """Wake the workers serving ``queue`` for ``jobs`` jobs once the current transaction of
+    ``db`` commits (at once outside one; never if it rolls back): the jobs were written by a
+    statement that keeps the insert trigger from notifying inside the transaction
+    (``sql.enqueue``: the commit of the caller's rows must not wait for the lock every
+    notifying commit holds). One notification a queue and transaction, whatever the number of
+    enqueues in it."""
+    django_side = isinstance(db, DjangoDatabase)
+    pending: dict[str, _Wake] = getattr(_wakes, "by_alias", None) or {}
+    _wakes.by_alias = pending
+    wake = pending.get(db.alias) if django_side else None
+    if wake is not None and wake.pending():
+        wake.add(queue, jobs)
+        return
+    wake = _Wake(db)
+    wake.add(queue, jobs)
+    if django_side:
+        pending[db.alias] = wake
+    db.after_commit(wake)
 
 
 def listen(db: Database, channels: Sequence[str]) -> None:

@@ -20,12 +20,21 @@ INSERT_COLUMNS = (
     "trace_context",
 )
 
+# Notifications (docs/worker.md, "How workers wake"): ``enqueue()`` notifies after its
+# transaction commits (:data:`WAKE`), not in it: the lock PostgreSQL takes to commit a
+# transaction that notified (``PreCommit_Notify``) serializes every such commit, WAL flush
+# included, so many web processes enqueueing at once would commit one at a time. Each statement
+# that inserts jobs sets ``pgqueue.notify`` for its transaction so that the insert trigger
+# (migration ``0020_notify_tickets``) leaves it out: in ``RETURNING``, evaluated row by row
+# before the statement's AFTER triggers run. Any other INSERT is notified by the trigger.
+_DEFER = "set_config('pgqueue.notify', 'after_commit', true)"
+
 INSERT_ONE = f"""
 INSERT INTO {TABLE} ({", ".join(INSERT_COLUMNS)})
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at
+RETURNING id, run_after, created_at, {_DEFER}
 """
 
 # Jobs with a limit above one or a rate (docs/control.md): two more columns. Only these
@@ -36,7 +45,7 @@ INSERT INTO {TABLE} ({", ".join(_LIMITED_COLUMNS)})
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at
+RETURNING id, run_after, created_at, {_DEFER}
 """
 
 #: ``count`` ids from the job table's sequence, in order, and the transaction's ``now()`` (what
@@ -60,7 +69,7 @@ INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempt
 SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
-RETURNING id, run_after
+RETURNING id, run_after, {_DEFER}
 """
 
 COPY_MANY = f"""
@@ -88,7 +97,24 @@ COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, 
 FROM STDIN
 """
 
-NOTIFY = f"SELECT pg_notify('{NOTIFY_CHANNEL}', q) FROM unnest(%s::text[]) AS q"
+#: Before a COPY of jobs: the trigger leaves this transaction out (see ``_DEFER``).
+DEFER_NOTIFY = f"SELECT {_DEFER}"
+
+#: Wake the workers of the queues ``%s`` (``%s`` jobs each), once the jobs' transaction
+#: committed: one notification a queue, ``'<queue> <ticket> <jobs>'``, the ticket (this
+#: transaction's id) picking the listening worker that claims (``worker.rota``). In a
+#: transaction of its own that commits without waiting for its WAL flush: a notification lost
+#: in a crash costs a poll, never a job.
+WAKE = f"""SELECT set_config('synchronous_commit', 'off', true),
+    pg_notify('{NOTIFY_CHANNEL}', w.q || ' ' || txid_current() || ' ' || w.n)
+FROM unnest(%s::text[], %s::int[]) AS w(q, n)"""
+
+#: A worker passes a wake on to the next worker of the rota (it had no room for the jobs, or
+#: took as many as it could): ``%(queue)s``, the next ``%(ticket)s``, the ``%(jobs)s`` it did
+#: not take, the ``%(hops)s`` so far.
+PASS_WAKE = f"""SELECT set_config('synchronous_commit', 'off', true),
+    pg_notify('{NOTIFY_CHANNEL}', %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
+              || %(jobs)s::int || ' ' || %(hops)s::int)"""
 #: The workers' listener subscribes to these: new jobs (the trigger and ``NOTIFY``), control
 #: requests (cancel) and schedule changes.
 LISTEN = {

@@ -1,4 +1,4 @@
--- The queue's schema after migration 0019_job_trace_context: every pgqueue_* object.
+-- The queue's schema after migration 0020_notify_tickets: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -7,7 +7,11 @@ CREATE FUNCTION public.pgqueue_notify_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    PERFORM pg_notify('pgqueue', q.queue) FROM (SELECT DISTINCT queue FROM inserted) q;
+    IF current_setting('pgqueue.notify', true) = 'after_commit' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_notify('pgqueue', q.queue || ' ' || txid_current() || ' ' || q.n)
+    FROM (SELECT queue, count(*) AS n FROM inserted GROUP BY queue) q;
     RETURN NULL;
 END;
 $$;

@@ -18,6 +18,7 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.connection import QueueConnection
+from django_pgqueue.worker.rota import Rota
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -48,8 +49,11 @@ class Claimer:
         queues: Sequence[str] | None,
         *,
         burst: bool,
+        rota: Rota | None = None,
     ) -> None:
         self.connection = connection
+        #: The live workers: idle waits are spread over them (None: this worker alone).
+        self.rota = rota
         self.worker_id = worker_id
         self.queues = queues
         self.burst = burst
@@ -150,6 +154,13 @@ class Claimer:
             return [], 0
         return claimed
 
+    def repair_when_due(self) -> float:
+        """The housekeeping's turn at the repair: a round if one is due (an idle worker's
+        rounds come this way, without a claim before each); the seconds until the next."""
+        if time.monotonic() >= self.next_repair:
+            self._repair()
+        return max(self.next_repair - time.monotonic(), REPAIR_GAP)
+
     def _repair(self) -> None:
         """Put back pending jobs no claim can reach, and drop ready rows of jobs gone or not
         pending (docs/storage.md, "Self-healing"): a round of ranges of job ids, after a claim
@@ -219,17 +230,27 @@ class Claimer:
             for outcome in outcomes
         )
 
+    def _spread(self, seconds: float) -> float:
+        return seconds if self.rota is None else self.rota.spread(seconds)
+
     def idle_until(self) -> float:
-        """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll."""
+        """Nothing runnable was left: sleep until a NOTIFY, the next run_after or the poll.
+
+        The poll and the recheck of blocked jobs are the fleet's (``Rota.spread``: every worker
+        sharing a queue with this one counts), and of the idle workers only the rota's pick
+        wakes when the next scheduled job is due: the others' polls are its safety net."""
         now = time.monotonic()
-        # The poll, or the next repair round (which follows a claim).
-        wake = min(now + settings.POLL_INTERVAL, self.next_repair)
+        # The poll (the repair rounds of an idle worker are the housekeeping's: no claim).
+        wake = now + self._spread(settings.POLL_INTERVAL)
         ready, next_run = operations.next_run_after(
             self.connection, self.queues, controlled=self.path.limited
         )
         due: float | None = None  # seconds until the earliest pending job is runnable
         if next_run is not None:
             due = max((next_run - timezone.now()).total_seconds(), 0.0)
+            if self.rota is not None and not self.rota.mine_any(round(next_run.timestamp() * 1e3)):
+                due = None  # another idle worker's turn: this one polls
+        if due is not None:
             # A scheduled job is moved into the ready ring by the claim that also reclaims
             # (the upkeep): make the claim that comes when it is due one. Due but not moved
             # yet (another worker's promotion has it locked, say): look again soon.
@@ -239,7 +260,7 @@ class Claimer:
             # In the ring, locked by another claim or waiting for its concurrency key: a plain
             # claim takes it once free.
             due = 0.0
-            wake = min(wake, now + BLOCKED_RECHECK)
+            wake = min(wake, now + self._spread(BLOCKED_RECHECK))
         if due is None:
             logger.debug(
                 "Worker %s: nothing pending; sleeping up to %.2fs", self.worker_id, wake - now

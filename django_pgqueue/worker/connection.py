@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -222,6 +222,14 @@ class QueueConnection:
     def transaction(self) -> AbstractContextManager[Any]:
         """BEGIN ... COMMIT (ROLLBACK on an exception) on this autocommit connection."""
         return self.raw.transaction()
+
+    def after_commit(self, func: Callable[[], None]) -> None:
+        """At once: the worker calls this only after its one-statement (autocommit)
+        operations, never inside :meth:`transaction`."""
+        try:
+            func()
+        except Exception:
+            logger.warning("After-commit call %r failed", func, exc_info=True)
 
     def close(self) -> None:
         wrapper, self._wrapper = self._wrapper, None

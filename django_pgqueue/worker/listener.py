@@ -1,10 +1,11 @@
 """LISTEN for committed jobs and wake the worker loop.
 
-The ``pgqueue_job`` INSERT trigger sends one ``NOTIFY pgqueue, '<queue>'`` per queue and
-committed transaction; runtime control (``Job.cancel()`` of a running job) sends
-``NOTIFY pgqueue_control``, a change of periodic schedules ``NOTIFY pgqueue_schedules``. The
-listener has a connection of its own, and turns each relevant notification into a wake-up
-event for the worker loop.
+A committed enqueue sends one ``NOTIFY pgqueue, '<queue> <ticket> <jobs>'`` per queue and
+transaction (after it: ``sql.enqueue.WAKE``; the INSERT trigger for other writers), which wakes
+the worker of the rota the ticket picks (:mod:`~django_pgqueue.worker.rota`); runtime control
+(``Job.cancel()`` of a running job) sends ``NOTIFY pgqueue_control``, a change of periodic
+schedules ``NOTIFY pgqueue_schedules``. The listener has a connection of its own, and turns each
+relevant notification into an event for the worker loop.
 
 The listener's thread opens the connection, subscribes, and reconnects with backoff when it is
 lost; once it listens, the worker loop waits on its socket itself and reads what arrives
@@ -28,6 +29,7 @@ from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 from django_pgqueue.worker.events import Events
+from django_pgqueue.worker.rota import Wake
 
 logger = get_logger("django_pgqueue.worker")
 
@@ -45,6 +47,7 @@ class Listener(threading.Thread):
         wake: Callable[[], None],
         control: Callable[[str], None] | None = None,
         on_schedules: Callable[[], None] | None = None,
+        on_jobs: Callable[[Wake], None] | None = None,
     ) -> None:
         super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
         self.worker_id = worker_id
@@ -53,6 +56,8 @@ class Listener(threading.Thread):
         self.wake = wake
         self.control = control
         self.on_schedules = on_schedules
+        #: A job notification with a ticket, for the rota to decide (None: wake for each).
+        self.on_jobs = on_jobs
         self.stopping = threading.Event()
         self.listening = threading.Event()
         #: The listening connection, while the loop reads it (None: being (re)connected).
@@ -122,8 +127,14 @@ class Listener(threading.Thread):
         elif channel == SCHEDULE_CHANNEL:
             if self.on_schedules is not None:
                 self.on_schedules()
-        elif self.queues is None or payload in self.queues:
-            self.wake()
+        else:
+            wake = Wake.parse(payload)
+            if self.queues is not None and wake.queue not in self.queues:
+                return
+            if wake.ticket is None or self.on_jobs is None:
+                self.wake()
+            else:
+                self.on_jobs(wake)
 
     def run(self) -> None:
         backoff = Backoff()

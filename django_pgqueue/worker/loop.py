@@ -39,7 +39,7 @@ from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
 from django_pgqueue.worker.capacity import Capacity
-from django_pgqueue.worker.claims import Claimer
+from django_pgqueue.worker.claims import REPAIR_GAP, Claimer
 from django_pgqueue.worker.connection import (
     Backoff,
     QueueConnection,
@@ -59,6 +59,8 @@ from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Exe
 from django_pgqueue.worker.housekeeping import Housekeeping, Periodic, prune
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
+from django_pgqueue.worker.rota import REFRESH as ROTA_REFRESH
+from django_pgqueue.worker.rota import Rota, Wake
 from django_pgqueue.worker.signals import ShutdownSignals
 from django_pgqueue.worker.writeback import WriteBack
 
@@ -160,7 +162,15 @@ class Worker:
         self._control = RunningControl(self._executors, self._listening)
         self._signals = ShutdownSignals(self.worker_id, self.stop)
         self._capacity = Capacity(threads, self.batch_size)
-        self._claimer = Claimer(self._connection, self.worker_id, self.queues, burst=burst)
+        #: The live workers: which notifications are this worker's, how often it polls (a
+        #: burst only drains: it neither listens nor waits).
+        self._rota = None if burst else Rota(self.worker_id, self.queues)
+        #: Job notifications that picked this worker, until the claim they woke it for: passed
+        #: on to the next worker of the rota unless it took all there was.
+        self._wakes: list[Wake] = []
+        self._claimer = Claimer(
+            self._connection, self.worker_id, self.queues, burst=burst, rota=self._rota
+        )
         #: Periodic work, run by the loop when due; the first heartbeat registers the worker.
         self.housekeeping = Housekeeping()
         self.housekeeping.add("heartbeat", self._heartbeat, settings.HEARTBEAT_INTERVAL)
@@ -168,6 +178,11 @@ class Worker:
         self.housekeeping.add(
             "prune", lambda: prune(self._connection), settings.PRUNE_INTERVAL, wakes=False
         )
+        # Repair rounds follow claims while jobs come; an idle worker's come from here.
+        self.housekeeping.add("repair", self._claimer.repair_when_due, REPAIR_GAP, first_in=1.0)
+        if self._rota is not None:
+            rota = self._rota
+            self.housekeeping.add("rota", lambda: rota.refresh(self._connection), ROTA_REFRESH)
         # Periodic schedules: any worker fires them (not a burst, which only drains), unless
         # firing is off for it (PGQUEUE_FIRE_SCHEDULES, run_jobs --no-schedules).
         fire = settings.FIRE_SCHEDULES if schedules is None else schedules
@@ -244,11 +259,15 @@ class Worker:
                 self._wake,
                 self._on_control,
                 self._on_schedules_changed if self._schedules_task else None,
+                self._on_jobs,
             )
             self._listener.start()
 
     def _wake(self) -> None:
         self._events.put(_WAKE)
+
+    def _on_jobs(self, wake: Wake) -> None:
+        self._events.put(wake)
 
     def _on_control(self, payload: str) -> None:
         self._events.put(ControlEvent(payload))
@@ -339,6 +358,8 @@ class Worker:
                 want = self._claim_size()
                 if budget is not None:
                     want = min(want, budget)
+                got = 0
+                drained = False  # a claim came back short: nothing left this worker can take
                 if want > 0 and now >= next_claim:
                     got = self._claim(want)
                     if budget is not None:
@@ -346,9 +367,12 @@ class Worker:
                     if got < want:
                         if self.burst and not self._claimed and not self._writeback.buffered:
                             return
+                        drained = True
                         next_claim = self._claimer.idle_until()
                     else:
                         next_claim = now
+                if self._wakes:
+                    self._pass_on(drained, got)
                 log_database_back(self.worker_id, backoff.succeeded())
                 if not self._ready:  # said at once, not at the next turn (maybe seconds away)
                     self._ready = True
@@ -409,6 +433,12 @@ class Worker:
                 self._shutdown_requested.set()
             elif event is _WAKE:
                 self._woken = True
+            elif isinstance(event, Wake):
+                if self._rota is None or event.ticket is None:
+                    self._woken = True
+                elif self._rota.mine(event.queue, event.ticket):
+                    self._woken = True
+                    self._wakes.append(event)
             elif event is _SCHEDULES_CHANGED:
                 if self._schedules_task is not None:
                     self._schedules_task.next_at = 0.0
@@ -427,6 +457,23 @@ class Worker:
                 event = self._events.get_nowait()
             except queue_module.Empty:
                 return
+
+    def _pass_on(self, drained: bool, got: int) -> None:
+        """After the claim notifications woke this worker for (``got`` jobs; none without room
+        for any): pass each on, for the jobs it did not take, to the next worker of the rota,
+        unless the claim came back short (it took all there was)."""
+        wakes, self._wakes = self._wakes, []
+        if drained or self._rota is None:
+            return
+        for wake in {(w.queue, w.ticket): w for w in wakes}.values():
+            left = wake.jobs - got
+            if left > 0 and self._rota.pass_on(self._connection, wake, left):
+                logger.debug(
+                    "Worker %s: passed on the wake of queue %r for %d jobs",
+                    self.worker_id,
+                    wake.queue,
+                    left,
+                )
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: not yet)."""

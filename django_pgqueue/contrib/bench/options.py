@@ -33,6 +33,7 @@ BENCH_OPTIONS: dict[str, Rule] = {
     "reader_transaction_seconds": _seconds(above=True),
     "reader_pause": _seconds(),
     "readers": Integer(1, 1_000),
+    "producer_seconds": _seconds(above=True),
     # pgqueue_chaos
     "fault_interval": Number(0, 1_000_000, low_inclusive=False),
     "rounds": Integer(1, 100),

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from django_pgqueue.contrib.bench import fleet
 from django_pgqueue.contrib.bench.memory import run_memory
 from django_pgqueue.contrib.bench.options import BENCH_OPTIONS
 from django_pgqueue.contrib.bench.phases import PHASES
@@ -21,6 +22,9 @@ from django_pgqueue.contrib.bench.scenarios import runner as scenarios
 from django_pgqueue.management.options import of
 from django_pgqueue.printable import printable
 from django_pgqueue.rules import WORKER_OPTIONS
+
+#: ``--scenario herd``'s trickle: jobs per second (issue 35's figures).
+HERD_RATE = 10.0
 
 #: Every numeric option's type and range (argparse refuses the rest: exit status 2).
 RULES = {**WORKER_OPTIONS, **BENCH_OPTIONS}
@@ -138,9 +142,18 @@ class Command(BaseCommand):
         s = scenarios.ScenarioOptions()
         parser.add_argument(
             "--scenario",
-            choices=scenarios.SCENARIOS,
+            choices=(*scenarios.SCENARIOS, *fleet.FLEET_SCENARIOS),
             help="Instead of the figures above: the queue over time under a fixed load, "
-            "through warmup, clean, stress and recovery phases (see docs/performance.md).",
+            "through warmup, clean, stress and recovery phases (see docs/performance.md); or "
+            "herd (--processes idle workers, a trickle of --pickup-samples jobs at --rate a "
+            "second) or producers (--processes processes committing one-job transactions, "
+            "notifications after commit, off, and inside the transaction): docs/scaling.md.",
+        )
+        parser.add_argument(
+            "--producer-seconds",
+            type=of(RULES["producer_seconds"]),
+            default=10.0,
+            help="--scenario producers: seconds each round of producers runs (default: 10).",
         )
         parser.add_argument(
             "--minutes",
@@ -149,7 +162,7 @@ class Command(BaseCommand):
             help=f"Length of the scenario's stress phase in minutes (default: {s.stress:g} s).",
         )
         for name, default, text in (
-            ("rate", s.rate, "Jobs per second offered"),
+            ("rate", None, f"Jobs per second offered ({s.rate:g}; herd: {HERD_RATE:g})"),
             ("stress-rate", None, "high-load: jobs per second offered while stressed (2x rate)"),
             ("job-ms", s.job_ms, "Each job sleeps this long (ms)"),
             ("warmup", s.warmup, "Warm-up phase (s)"),
@@ -187,6 +200,23 @@ class Command(BaseCommand):
             help="Where the scenario writes its samples (.jsonl) and chart (.svg).",
         )
 
+    def handle_fleet(self, options: dict[str, Any], progress: BarProgress) -> None:
+        herd = options["scenario"] == "herd"
+        fleet_options = fleet.FleetOptions(
+            scenario=options["scenario"],
+            processes=options["processes"] or (40 if herd else 64),
+            threads=options["threads"] or 1,
+            rate=options["rate"] or HERD_RATE,
+            jobs=options["pickup_samples"],
+            seconds=options["producer_seconds"],
+        )
+        run = fleet.run_herd if herd else fleet.run_producers
+        result = run(fleet_options, progress)
+        for line in result.lines():
+            self.stdout.write(printable(line))
+        if options["json"]:
+            self.stdout.write(json.dumps({"scenario": result.scenario, **result.figures}))
+
     def handle_scenario(self, options: dict[str, Any], progress: BarProgress) -> None:
         seconds = {
             name: options[name]
@@ -197,7 +227,7 @@ class Command(BaseCommand):
         result = scenarios.ScenarioRun(
             scenarios.ScenarioOptions(
                 scenario=options["scenario"],
-                rate=options["rate"],
+                rate=options["rate"] or scenarios.ScenarioOptions().rate,
                 stress_rate=options["stress_rate"],
                 job_ms=options["job_ms"],
                 processes=options["processes"] or 1,
@@ -221,6 +251,9 @@ class Command(BaseCommand):
         # The raw stream under Django's OutputWrapper, which would end every write with "\n".
         stream: TextIO = getattr(self.stderr, "_out", sys.stderr)
         progress = BarProgress(stream, enabled=not options["no_progress"])
+        if options["scenario"] in fleet.FLEET_SCENARIOS:
+            self.handle_fleet(options, progress)
+            return
         if options["scenario"]:
             self.handle_scenario(options, progress)
             return

@@ -1,0 +1,236 @@
+"""``--scenario herd`` and ``--scenario producers``: many workers, many producers (issue 35,
+docs/scaling.md).
+
+* ``herd``: ``--processes`` N idle ``run_jobs`` commands (one process each, ``--threads``), then
+  a trickle of ``--pickup-samples`` jobs at ``--rate`` a second. Pickup (commit to the job's
+  first line) p50/p95, claims per job (``pg_stat_statements``, when the server has it), the
+  workers' connections, PostgreSQL CPU per job over the trickle and per idle worker before it.
+* ``producers``: ``--processes`` P processes each committing one-job transactions
+  (``transaction.atomic(): enqueue()``) for ``--stress`` seconds, in interleaved rounds: with
+  the notification after commit (the default), with none (``PGQUEUE_NOTIFY = False``), and with
+  a NOTIFY inside the transaction as before 0.3 (what the commit's lock costs). Enqueues a
+  second of each, and the ratio of the first two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections, transaction
+
+from django_pgqueue.conf import settings
+from django_pgqueue.contrib.bench import database
+from django_pgqueue.contrib.bench.measurement import BackendCPU, percentile
+from django_pgqueue.contrib.bench.progress import NoProgress, Progress
+from django_pgqueue.contrib.bench.results import BenchError, new_queue_name
+from django_pgqueue.contrib.bench.workers import WorkerProcess
+from django_pgqueue.contrib.bench.workload import register as register_jobs
+from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.rota import REFRESH
+
+FLEET_SCENARIOS = ("herd", "producers")
+
+#: Claim statements in ``pg_stat_statements``: every claim sets a claim token (its text there
+#: has the sequence's name replaced by a parameter).
+CLAIM_CALLS = """
+SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query LIKE '%claim_token = (SELECT nextval(%'
+"""
+#: The workers' connections to this database.
+CONNECTIONS = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND left(application_name, %s) = %s
+"""
+
+
+@dataclass
+class FleetOptions:
+    scenario: str = "herd"
+    processes: int = 40
+    threads: int = 1
+    rate: float = 10.0
+    jobs: int = 200
+    seconds: float = 10.0
+    rounds: int = 2
+
+
+@dataclass
+class FleetResult:
+    scenario: str
+    options: FleetOptions
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        head = f"scenario {self.scenario}: " + ", ".join(
+            f"{k}={v}" for k, v in self.options.__dict__.items() if k != "scenario"
+        )
+        return [head, *(f"{name:<40} {value}" for name, value in self.figures.items())]
+
+
+def claim_calls() -> int | None:
+    """Claim statements run so far on this database (None: no ``pg_stat_statements``)."""
+    try:
+        with (
+            connections[settings.DATABASE].cursor() as cursor,
+            transaction.atomic(using=settings.DATABASE),
+        ):
+            cursor.execute(CLAIM_CALLS)
+            return int(cursor.fetchone()[0])
+    except Exception:
+        return None
+
+
+def _count(query: str, params: list[Any]) -> int:
+    with connections[settings.DATABASE].cursor() as cursor:
+        cursor.execute(query, params)
+        return int(cursor.fetchone()[0])
+
+
+def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetResult:
+    from django_pgqueue.models import Job
+
+    progress = progress or NoProgress()
+    queue = new_queue_name()
+    handle = register_jobs().record_start.using(queue=queue)
+    result = FleetResult("herd", options)
+    figures = result.figures
+    children = [
+        WorkerProcess(queues=[queue], threads=options.threads, worker_id=f"{queue}:herd:{n}")
+        for n in range(options.processes)
+    ]
+    try:
+        progress.start(f"starting {options.processes} workers", options.processes)
+        for child in children:
+            child.start()
+        deadline = time.monotonic() + 60 + options.processes
+        listener = f"pgqueue listener {queue}:herd"
+        while _count(CONNECTIONS, [len(listener), listener]) < options.processes:
+            if time.monotonic() > deadline or any(c.poll() is not None for c in children):
+                raise BenchError("The herd's workers did not all start listening")
+            time.sleep(0.1)
+        time.sleep(REFRESH + 1.0)  # every worker's rota has read the others
+        figures["connections"] = sum(
+            _count(CONNECTIONS, [len(name), name])
+            for name in (f"pgqueue worker {queue}:herd", listener)
+        )
+        progress.finish(f"{figures['connections']} connections")
+        # Idle: what the workers cost PostgreSQL when there is nothing to do.
+        backends = BackendCPU("pgqueue ")
+        backends.sample()
+        before = backends.total
+        idle_seconds = 5.0
+        time.sleep(idle_seconds)
+        backends.sample()
+        if before is not None and backends.total is not None:
+            per_worker = (backends.total - before) / idle_seconds / options.processes
+            figures["idle_postgres_cpu_per_worker_pct"] = round(per_worker * 100, 3)
+        # The trickle.
+        claims_before = claim_calls()
+        cpu_before = backends.total
+        committed: dict[int, float] = {}
+        progress.start(f"trickle of {options.jobs} jobs at {options.rate:g}/s", options.jobs)
+        start = time.monotonic()
+        for index in range(options.jobs):
+            time.sleep(max(0.0, start + index / options.rate - time.monotonic()))
+            job_id = handle.enqueue().pk
+            committed[job_id] = time.time()
+            backends.sample(lookup=False)
+            if progress.live and index % 10 == 0:
+                progress.update(index)
+        jobs = Job.objects.using(settings.DATABASE).filter(pk__in=list(committed))
+        deadline = time.monotonic() + 60
+        while jobs.exclude(status=JobStatus.COMPLETED).exists():
+            if time.monotonic() > deadline:
+                raise BenchError("The trickle's jobs were not all run")
+            time.sleep(0.05)
+        backends.sample(lookup=False)
+        claims_after = claim_calls()
+        latencies = [
+            (float(started) - committed[pk]) * 1000
+            for pk, started in jobs.values_list("pk", "result")
+            if started is not None
+        ]
+        figures["pickup_ms_p50"] = round(percentile(latencies, 50), 3)
+        figures["pickup_ms_p95"] = round(percentile(latencies, 95), 3)
+        if claims_before is not None and claims_after is not None:
+            figures["claims_per_job"] = round((claims_after - claims_before) / options.jobs, 2)
+        if cpu_before is not None and backends.total is not None:
+            us = (backends.total - cpu_before) / options.jobs * 1e6
+            figures["postgres_cpu_us_per_job"] = round(us)
+        figures["workers_that_ran_jobs"] = len(set(jobs.values_list("locked_by", flat=True)))
+        progress.finish(f"pickup p50 {figures['pickup_ms_p50']} ms")
+    finally:
+        for child in children:  # all at once: stop() waits for each in turn
+            if child.pid is not None and child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGTERM)
+        for child in children:
+            child.stop()
+        database.drop_broken_connection()
+        database.delete_queue(queue, 0)
+        database.delete_worker_rows(queue)
+    return result
+
+
+def _produce(queue: str, mode: str, seconds: float, out: Any) -> None:
+    """In a forked producer: one-job transactions for ``seconds``; puts how many committed."""
+    from django.conf import settings as django_settings
+
+    handle = register_jobs().noop.using(queue=queue)
+    alias = settings.DATABASE
+    django_settings.PGQUEUE_NOTIFY = mode == "after commit"
+    done = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with transaction.atomic(using=alias):
+            handle.enqueue()
+            if mode == "in transaction":
+                with connections[alias].cursor() as cursor:
+                    cursor.execute("SELECT pg_notify('pgqueue', %s)", [f"{queue} 0 1"])
+        done += 1
+    connections.close_all()
+    out.put(done)
+
+
+def run_producers(options: FleetOptions, progress: Progress | None = None) -> FleetResult:
+    progress = progress or NoProgress()
+    queue = new_queue_name()
+    register_jobs()
+    result = FleetResult("producers", options)
+    modes = ("after commit", "off", "in transaction")
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
+    context = multiprocessing.get_context("fork")
+    try:
+        for round_ in range(options.rounds):
+            for mode in modes:
+                progress.start(f"round {round_ + 1}: {mode}", 1)
+                connections.close_all()  # never share a connection across fork
+                out = context.Queue()
+                procs = [
+                    context.Process(target=_produce, args=(queue, mode, options.seconds, out))
+                    for _ in range(options.processes)
+                ]
+                for proc in procs:
+                    proc.start()
+                total = sum(out.get(timeout=options.seconds + 120) for _ in procs)
+                for proc in procs:
+                    proc.join(timeout=30)
+                rates[mode].append(total / options.seconds)
+                progress.finish(f"{total / options.seconds:,.0f} enqueues/s")
+                database.delete_queue(queue, 0)
+    finally:
+        database.drop_broken_connection()
+        database.delete_queue(queue, 0)
+    medians = {mode: percentile(values, 50) for mode, values in rates.items()}
+    for mode in modes:
+        result.figures[f"enqueues_per_s_notify_{mode.replace(' ', '_')}"] = round(medians[mode])
+    result.figures["after_commit_vs_off"] = round(medians["after commit"] / medians["off"], 3)
+    result.figures["rounds"] = {mode: [round(v) for v in values] for mode, values in rates.items()}
+    return result

@@ -1,0 +1,52 @@
+"""The wake rota's statements: the live workers, and a wake passed on (``worker.rota``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django_pgqueue.operations.db import Database
+from django_pgqueue.operations.rows import decode_json
+from django_pgqueue.sql import enqueue as enqueue_sql
+from django_pgqueue.sql import rota as sql
+
+
+@dataclass(frozen=True, order=True)
+class Peer:
+    """A live worker, as its row and its connections show it."""
+
+    worker_id: str
+    #: The queues it serves (empty: all).
+    queues: tuple[str, ...]
+    #: Whether its listening connection is open (it hears job notifications).
+    listening: bool
+
+    def serves(self, queue: str) -> bool:
+        return not self.queues or queue in self.queues
+
+
+def peers(db: Database, alive: float) -> list[Peer]:
+    """The workers not stopped and seen within ``alive`` seconds, sorted by id."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.PEERS, {"alive": alive})
+        rows = cursor.fetchall()
+    return sorted(
+        Peer(str(worker_id), _queues(queues), bool(listening))
+        for worker_id, queues, listening in rows
+    )
+
+
+def _queues(value: Any) -> tuple[str, ...]:
+    """The ``queues`` column: a list (psycopg's jsonb loader) or its text (Django's)."""
+    if isinstance(value, str):
+        value = decode_json(value)
+    return tuple(str(q) for q in value or ())
+
+
+def pass_wake(db: Database, queue: str, ticket: int, jobs: int, hops: int) -> None:
+    """Notify the workers of ``queue`` with ``ticket``, about ``jobs`` jobs: the worker of the
+    rota it picks claims (``hops`` so far, so that a wake nobody can take goes round once)."""
+    with db.cursor() as cursor:
+        cursor.execute(
+            enqueue_sql.PASS_WAKE, {"queue": queue, "ticket": ticket, "jobs": jobs, "hops": hops}
+        )

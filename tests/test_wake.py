@@ -1,0 +1,268 @@
+"""How workers wake (docs/worker.md, "How workers wake"): ``enqueue()`` notifies once its
+transaction committed, one notification a queue and transaction with a ticket and a job count;
+of the listening workers only the one the ticket picks claims (the wake rota), passing on what
+it had no room for; polls are spread over the fleet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+
+from django_pgqueue import operations
+from django_pgqueue.models import Job, Worker
+from django_pgqueue.sql.rota import LISTENER_PREFIX
+from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.rota import Rota, Wake
+from tests.testapp import jobs
+from tests.utils import output, start_worker, stop, wait_until, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def dsn(application_name: str = "test listener") -> str:
+    db = connection.settings_dict
+    parts = {
+        "dbname": db["NAME"],
+        "host": db.get("HOST") or "",
+        "port": db.get("PORT") or "",
+        "user": db.get("USER") or "",
+        "password": db.get("PASSWORD") or "",
+        "application_name": application_name,
+    }
+    return " ".join(f"{k}='{v}'" for k, v in parts.items() if v)
+
+
+@contextmanager
+def listening(application_name: str = "test listener") -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn(application_name), autocommit=True) as conn:
+        conn.execute("LISTEN pgqueue")
+        yield conn
+
+
+def heard(conn: psycopg.Connection[Any]) -> list[Wake]:
+    """The job notifications that arrived so far (within a short wait for the last ones)."""
+    conn.execute("SELECT 1")  # a round trip: whatever was sent before is read with it
+    return [Wake.parse(n.payload) for n in conn.notifies(timeout=0.2)]
+
+
+def test_enqueue_in_a_transaction_notifies_once_it_commits_one_notification_a_queue() -> None:
+    with listening() as conn:
+        with transaction.atomic():
+            jobs.noop.enqueue()
+            jobs.noop.enqueue()
+            jobs.noop.using(queue="other").enqueue_many([()] * 3)
+            assert heard(conn) == []  # nothing before the commit
+        wakes = sorted(heard(conn), key=lambda w: w.queue)
+    assert [(w.queue, w.jobs, w.hops) for w in wakes] == [("default", 2, 0), ("other", 3, 0)]
+    assert wakes[0].ticket == wakes[1].ticket is not None  # the notifying transaction's id
+
+
+def test_a_rolled_back_enqueue_notifies_nothing() -> None:
+    with listening() as conn:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            jobs.noop.enqueue()
+            raise RuntimeError("rolled back")
+        # The next transaction's wake is its own, not the rolled-back one's.
+        with transaction.atomic():
+            jobs.noop.using(queue="other").enqueue()
+        assert [(w.queue, w.jobs) for w in heard(conn)] == [("other", 1)]
+
+
+def test_an_enqueue_in_autocommit_and_a_bulk_copy_each_notify_with_their_count() -> None:
+    with listening() as conn:
+        jobs.noop.enqueue()
+        jobs.noop.enqueue_many([()] * 150)  # COPY: more than an INSERT takes
+        assert [(w.queue, w.jobs) for w in heard(conn)] == [("default", 1), ("default", 150)]
+
+
+def test_the_trigger_still_notifies_an_insert_made_by_hand_in_its_transaction() -> None:
+    with listening() as conn:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, "
+                "max_attempts) VALUES ('raw', 'tests.testapp.jobs.noop', '[]', '{}', 0, now(), 1),"
+                " ('raw', 'tests.testapp.jobs.noop', '[]', '{}', 0, now(), 1)"
+            )
+        wakes = heard(conn)
+    assert [(w.queue, w.jobs) for w in wakes] == [("raw", 2)]
+    assert wakes[0].ticket is not None
+
+
+def test_a_retry_by_hand_wakes_the_workers_once_it_commits() -> None:
+    job = jobs.noop.enqueue()
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.DEAD)
+    with listening() as conn:
+        with transaction.atomic():
+            operations.retry(Job.objects.filter(pk=job.pk))
+            assert heard(conn) == []
+        assert [(w.queue, w.jobs) for w in heard(conn)] == [("default", 1)]
+
+
+@override_settings(PGQUEUE_NOTIFY=False)
+def test_no_notification_with_notify_off() -> None:
+    with listening() as conn:
+        jobs.noop.enqueue()
+        with transaction.atomic():
+            jobs.noop.enqueue_many([()] * 3)
+        assert heard(conn) == []
+    assert Job.objects.count() == 4
+
+
+def test_an_older_payload_or_one_sent_by_hand_wakes_every_worker_of_the_queue() -> None:
+    assert Wake.parse("default") == Wake("default")
+    assert Wake.parse("default 41 3") == Wake("default", 41, 3, 0)
+    assert Wake.parse("default 41 3 2") == Wake("default", 41, 3, 2)
+    assert Wake.parse("default x") == Wake("default x")
+
+
+def register(*worker_ids: str, queues: list[str] | None = None) -> None:
+    for worker_id in worker_ids:
+        operations.report_worker(operations.DjangoDatabase("default"), worker_id, queues, 1, 0)
+
+
+def test_the_rota_is_the_live_listening_workers_of_the_queue_sorted() -> None:
+    register("w1", "w2", "w3")
+    register("emails-only", queues=["emails"])
+    register("gone")
+    Job.objects.none()  # (the rows above are committed: autocommit)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE pgqueue_worker SET stopped_at = now() WHERE worker_id = 'gone'")
+    names = ["w3", "w1", "emails-only", "gone"]  # w2 does not listen (PgBouncer, say)
+    with contextlib_all(listening(LISTENER_PREFIX + name) for name in names):
+        rota = Rota("w1", None)
+        rota.refresh(operations.DjangoDatabase("default"))
+        assert rota.listening("default") == ["w1", "w3"]
+        assert rota.listening("emails") == ["emails-only", "w1", "w3"]
+        # Every worker reads the same rota: a ticket picks one of them.
+        assert [rota.designated("default", ticket) for ticket in range(4)] == [
+            "w1",
+            "w3",
+            "w1",
+            "w3",
+        ]
+        assert rota.mine("default", 0) and not rota.mine("default", 1)
+        # Polls are the fleet's: four live workers share w1's queues (w2 polls too).
+        assert rota.sharing() == 4
+        spread = [rota.spread(2.0) for _ in range(200)]
+        assert min(spread) >= 4.0 and max(spread) <= 12.0
+        # A worker not in its own reading yet claims for every notification.
+        newcomer = Rota("w9", None)
+        newcomer.refresh(operations.DjangoDatabase("default"))
+        assert newcomer.mine("default", 0) and newcomer.mine("default", 1)
+
+
+def test_a_wake_is_passed_on_to_the_next_worker_once_round_at_most() -> None:
+    register("w1", "w2")
+    with (
+        listening(LISTENER_PREFIX + "w1") as conn,
+        listening(LISTENER_PREFIX + "w2"),
+    ):
+        rota = Rota("w1", None)
+        db = operations.DjangoDatabase("default")
+        rota.refresh(db)
+        assert rota.pass_on(db, Wake("default", 10, 5, 0), 3)
+        assert heard(conn) == [Wake("default", 11, 3, 1)]
+        assert not rota.pass_on(db, Wake("default", 11, 3, 1), 1)  # back where it started
+        assert heard(conn) == []
+
+
+@contextmanager
+def contextlib_all(managers: Any) -> Iterator[None]:
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        for manager in managers:
+            stack.enter_context(manager)
+        yield
+
+
+def claims(text: str) -> int:
+    return sum(1 for line in text.splitlines() if " claimed " in line and " jobs asked" in line)
+
+
+def test_a_trickle_wakes_one_of_four_idle_workers_a_job() -> None:
+    """Four idle run_jobs processes (one thread each): each job is claimed by the worker its
+    notification picks, about one claim a job, where every worker used to claim for each."""
+    env = worker_env(PGQUEUE_REPAIR_INTERVAL="600", PGQUEUE_POLL_INTERVAL="30")
+    workers = [
+        start_worker("--threads", "1", "--worker-id", f"herd-{n}", "-v", "3", env=env)
+        for n in range(4)
+    ]
+    try:
+        wait_until(lambda: listeners() >= 4, timeout=60)
+        time.sleep(2.5)  # every worker's rota has read the four (REFRESH)
+        before = [len(output(w)) for w in workers]
+        ids = []
+        for _ in range(12):
+            ids.append(jobs.noop.enqueue().pk)
+            wait_until(lambda: Job.objects.get(pk=ids[-1]).status == JobStatus.COMPLETED)
+        during = sum(claims(output(w)[start:]) for w, start in zip(workers, before, strict=True))
+    finally:
+        logs = [stop(w) for w in workers]
+    ran_by = {Job.objects.get(pk=i).locked_by or "" for i in ids}
+    assert Job.objects.filter(pk__in=ids, status=JobStatus.COMPLETED, attempts=1).count() == 12
+    # Each job woke one worker (and the rota spreads them): 12 claims, a few for slack (a
+    # worker that claims twice in a row, a poll). Waking all four would make 48.
+    print(f"{during} claims for {len(ids)} jobs, run by {sorted(ran_by)}")
+    assert during <= 2 * len(ids), "\n".join(logs)
+    assert len(ran_by) >= 2
+
+
+def test_a_bulk_enqueue_is_passed_on_until_the_workers_have_it_all() -> None:
+    """Two workers with room for two jobs each: the picked one claims two and passes the wake
+    on for the rest, so both run the jobs (polls are out of the way: 30 s)."""
+    env = worker_env(PGQUEUE_REPAIR_INTERVAL="600", PGQUEUE_POLL_INTERVAL="30")
+    workers = [
+        start_worker("--threads", "1", "--batch-size", "1", "--worker-id", f"pass-{n}", env=env)
+        for n in range(2)
+    ]
+    try:
+        wait_until(lambda: listeners() >= 2, timeout=60)
+        time.sleep(2.5)
+        ids = jobs.hangs.enqueue_many([(0.5,)] * 4)
+        wait_until(
+            lambda: Job.objects.filter(pk__in=ids, status=JobStatus.COMPLETED).count() == 4,
+            timeout=60,
+        )
+    finally:
+        logs = [stop(w) for w in workers]
+    ran_by = set(Job.objects.filter(pk__in=ids).values_list("locked_by", flat=True))
+    assert {w.split(":")[0] for w in ran_by if w} == {"pass-0", "pass-1"}, "\n".join(logs)
+
+
+def listeners() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name LIKE 'pgqueue listener %%' AND query LIKE 'LISTEN%%'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_polling_workers_poll_as_a_fleet_not_each_at_the_interval() -> None:
+    """Without LISTEN (PgBouncer in transaction mode), four idle workers together poll about
+    once an interval: each every interval times four, jittered by half (at least every 1 s
+    here, so at most six claims each in 6 s, where each polling alone would make 12)."""
+    env = worker_env(PGQUEUE_LISTEN="0", PGQUEUE_POLL_INTERVAL="0.5", PGQUEUE_REPAIR_INTERVAL="600")
+    workers = [
+        start_worker("--threads", "1", "--worker-id", f"poll-{n}", "-v", "3", env=env)
+        for n in range(4)
+    ]
+    try:
+        wait_until(lambda: Worker.objects.filter(worker_id__startswith="poll-").count() == 4)
+        time.sleep(2.5)  # every worker has read the others (the rota's REFRESH)
+        before = [len(output(w)) for w in workers]
+        time.sleep(6)
+        polls = sum(claims(output(w)[start:]) for w, start in zip(workers, before, strict=True))
+        job = jobs.noop.enqueue()  # and a job is still found by a poll
+        wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.COMPLETED)
+    finally:
+        logs = [stop(w) for w in workers]
+    assert 1 <= polls <= 24, "\n".join(logs)
