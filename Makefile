@@ -4,7 +4,8 @@
 # (scripts/find-python; override with `make test PYTHON=/path/to/python3.12`).
 # The database comes from scripts/pgdb.py: DATABASE_URL, else the local PostgreSQL server,
 # else a private throwaway cluster in .pgdata/. `make test` first installs the other tools some
-# tests need (PgBouncer, Chromium, Prometheus) where apt-get may run: scripts/provision.py.
+# tests need (PgBouncer, Chromium, Prometheus, ip, nft) where apt-get may run:
+# scripts/provision.py.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c

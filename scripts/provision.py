@@ -9,7 +9,9 @@
   Playwright (never ``playwright install``: the system's browser only);
 * Prometheus (Debian's ``prometheus``): ``promtool`` checks the alerting rules of
   docs/monitoring/ (``tests/test_monitoring.py``), and ``prometheus`` scrapes a worker's probe
-  port (``tests/test_metrics.py``).
+  port (``tests/test_metrics.py``);
+* iproute2 (``ip``: network namespaces and veth links) and nftables (``nft``: a link's packets
+  dropped) for ``tests/test_hosts.py``, workers on separate hosts (``tests/hosts.py``).
 
 A tool that is missing is installed with ``apt-get`` when that can run without a question:
 as root, or through ``sudo -n``. Otherwise nothing is installed and nothing fails: the tests
@@ -69,7 +71,23 @@ PROMETHEUS = Tool(
     env="PGQUEUE_TEST_PROMTOOL",
     needed_by="the monitoring tests",
 )
-TOOLS = (PGBOUNCER, CHROMIUM, PROMETHEUS)
+IPROUTE = Tool(
+    name="iproute2",
+    binary="ip",
+    fallbacks=("/usr/sbin/ip", "/sbin/ip"),
+    packages=("iproute2",),
+    env="PGQUEUE_TEST_IP",
+    needed_by="the tests of workers on separate hosts",
+)
+NFTABLES = Tool(
+    name="nftables",
+    binary="nft",
+    fallbacks=("/usr/sbin/nft",),
+    packages=("nftables",),
+    env="PGQUEUE_TEST_NFT",
+    needed_by="the tests of workers on separate hosts",
+)
+TOOLS = (PGBOUNCER, CHROMIUM, PROMETHEUS, IPROUTE, NFTABLES)
 
 
 def find(tool: Tool) -> str | None:

@@ -6,6 +6,7 @@ from django.db import connection, connections
 # The system tools' fixtures and the loud summary of those missing (tests/tools.py).
 from tests.tools import (  # noqa: F401
     chromium_binary,
+    netns_tools,
     pgbouncer_binary,
     promtool_binary,
     pytest_sessionfinish,
@@ -83,6 +84,7 @@ SLOW_MODULES = {
     "test_database_faults.py",
     "test_distribution.py",
     "test_faults_jobs.py",
+    "test_hosts.py",
     "test_metrics.py",
     "test_outcome_durability.py",
     "test_pgbouncer.py",

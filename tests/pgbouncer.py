@@ -29,8 +29,17 @@ def _quote(value: str) -> str:
 
 
 class PgBouncer:
-    def __init__(self, server: dict[str, Any], binary: str, pool_size: int = 4) -> None:
+    def __init__(
+        self,
+        server: dict[str, Any],
+        binary: str,
+        pool_size: int = 4,
+        listen: str = "127.0.0.1",
+        max_client_conn: int = 200,
+    ) -> None:
         self.binary = binary
+        #: Its addresses, comma-separated (tests/hosts.py: the root side of each host's link).
+        self.listen = listen
         self.server = server
         self.port = free_port()
         self.user = pgdb.run_as_user()
@@ -47,14 +56,14 @@ class PgBouncer:
             "[databases]\n"
             f"* = host={host} port={port}\n"
             "[pgbouncer]\n"
-            "listen_addr = 127.0.0.1\n"
+            f"listen_addr = {listen}\n"
             f"listen_port = {self.port}\n"
             "unix_socket_dir =\n"
             "auth_type = trust\n"
             f"auth_file = {self.dir / 'users.txt'}\n"
             "pool_mode = transaction\n"
             f"default_pool_size = {pool_size}\n"
-            "max_client_conn = 200\n"
+            f"max_client_conn = {max_client_conn}\n"
             "ignore_startup_parameters = extra_float_digits,options\n"
             f"logfile = {self.logfile}\n"
             f"pidfile = {self.dir / 'pgbouncer.pid'}\n"
@@ -94,7 +103,7 @@ class PgBouncer:
 
     def connect(self, dbname: str, **kwargs: Any) -> psycopg.Connection[Any]:
         return psycopg.connect(
-            host="127.0.0.1",
+            host=self.listen.split(",")[0],
             port=self.port,
             user=self.db_user,
             dbname=dbname,

@@ -119,9 +119,10 @@ def test_provision_only_says_what_is_missing_when_apt_get_may_not_run(monkeypatc
     monkeypatch.setattr(provision, "install", lambda p, pre: pytest.fail("installed"))
     assert provision.main() == 0
     assert capsys.readouterr().err == (
-        "[provision] PgBouncer, Chromium and Prometheus missing and apt-get cannot run here "
-        "without a password: their tests will be skipped "
-        "(sudo apt-get install pgbouncer chromium chromium-driver prometheus).\n"
+        "[provision] PgBouncer, Chromium, Prometheus, iproute2 and nftables missing and "
+        "apt-get cannot run here without a password: their tests will be skipped "
+        "(sudo apt-get install pgbouncer chromium chromium-driver prometheus iproute2 "
+        "nftables).\n"
     )
 
 

@@ -60,6 +60,18 @@ def promtool_binary() -> str:
     return require(provision.PROMETHEUS)
 
 
+@pytest.fixture(scope="session")
+def netns_tools() -> tuple[str, str]:
+    """``ip`` and ``nft``, for workers on separate hosts (tests/hosts.py). Network namespaces
+    need root: without it the tests are skipped, except under CI, where that fails."""
+    tools = require(provision.IPROUTE), require(provision.NFTABLES)
+    if os.geteuid() != 0:
+        if under_ci():
+            pytest.fail("the hosts tests need root (network namespaces), and CI runs as root")
+        pytest.skip("the hosts tests need root (network namespaces)")
+    return tools
+
+
 def _skipped_per_tool(stats: dict[str, list[Any]]) -> Counter[Tool]:
     counts: Counter[Tool] = Counter()
     for report in stats.get("skipped", []):

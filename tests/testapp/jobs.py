@@ -240,6 +240,21 @@ def leaves_autocommit_off(tag: str) -> None:
         cursor.execute(f"INSERT INTO {WRITES_TABLE} (tag) VALUES (%s)", [tag])
 
 
+@job(max_attempts=5)
+def host_run(path: str, sleep: float = 0.0) -> None:
+    """Sleeps, then records its run (job id, attempt, worker id) on a line of its own at the
+    end of ``path``: a job run twice leaves two lines (tests/test_hosts.py, workers on
+    separate hosts). One ``write`` of a short line with ``O_APPEND``: lines never interleave."""
+    if sleep:
+        time.sleep(sleep)
+    run = current_job()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{run.id} {run.attempt} {run.worker_id}\n".encode())
+    finally:
+        os.close(fd)
+
+
 @job
 def writes_row(tag: str) -> int:
     """Writes a row in its own transaction and counts the table: a job that needs the DB."""
