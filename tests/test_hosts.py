@@ -348,11 +348,6 @@ def test_a_host_cut_off_through_pgbouncer(
         bouncer.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a cut-off worker starts the jobs it claimed ahead after their locks expired (the "
-    "others reclaim and run them too): see docs/testing-hosts.md",
-)
 def test_a_cut_host_starts_no_job_whose_lock_has_expired(
     four_hosts: Hosts, queue: ClusterQueue, runs: Path
 ):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -24,6 +24,7 @@ from django.db import connections
 from django.utils import timezone
 
 from django_pgqueue import registry
+from django_pgqueue.conf import settings
 from django_pgqueue.context import CurrentJob, bind
 from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
 from django_pgqueue.logs import job_fields
@@ -112,6 +113,9 @@ class Executors:
         self.events = events
         #: Claimed jobs whose lock another worker took over: skipped if not started yet.
         self.lost: set[int] = set()
+        #: When the lock of each claimed job not started yet was last confirmed (its claim, or
+        #: a heartbeat the database answered; ``time.monotonic()``): see :meth:`confirm`.
+        self._confirmed: dict[int, float] = {}
         self._work = Handoff()
         self._running: dict[tuple[int, int], _Running] = {}  # (id, attempt) -> running
         self._abandoned: set[tuple[int, int]] = set()  # attempts failed by the loop
@@ -305,7 +309,8 @@ class Executors:
                 if job is None:
                     connections.close_all()
                     return
-                if job.pk in self.lost:
+                if job.pk in self.lost or self._unconfirmed(job):
+                    self._confirmed.pop(job.pk, None)
                     self.events.put(Dropped(job.pk))
                     self._work.done()
                     continue
@@ -320,6 +325,37 @@ class Executors:
                     self._end_abandoned(job)
                     return
                 self._rescue(self._work.in_hand() or job, outcome, exc)
+
+    def confirm(self, job_ids: Iterable[int], *, claimed: bool = False) -> None:
+        """The database confirmed this worker's locks of ``job_ids`` now: claimed them, or (not
+        ``claimed``) answered a heartbeat that kept them (jobs started since are left out)."""
+        now = time.monotonic()
+        confirmed = self._confirmed
+        for job_id in job_ids:
+            if claimed or job_id in confirmed:
+                confirmed[job_id] = now
+
+    def _unconfirmed(self, job: Job) -> bool:
+        """Whether ``job``, about to start, has gone without its lock confirmed for half the
+        visibility timeout: this worker's heartbeats have not got through (a network cut, a
+        frozen process), and past the timeout another worker takes the job over and runs it.
+        Started here too, it would run twice: it is dropped instead (left to that worker, or to
+        this one's hand-back of what it does not know once its connection is back)."""
+        confirmed = self._confirmed.pop(job.pk, None)
+        if confirmed is None:
+            return False
+        age = time.monotonic() - confirmed
+        if age <= settings.VISIBILITY_TIMEOUT / 2:
+            return False
+        logger.warning(
+            "Worker %s: job #%d not started: its lock was last confirmed %.1f s ago (visibility "
+            "timeout %g s), another worker may run it",
+            self.worker_id,
+            job.pk,
+            age,
+            settings.VISIBILITY_TIMEOUT,
+        )
+        return True
 
     def _run_one(self, job: Job) -> tuple[Outcome, bool]:
         """Run ``job``: its outcome, and whether the loop abandoned it meanwhile (timeout)."""

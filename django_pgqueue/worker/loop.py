@@ -492,6 +492,7 @@ class Worker:
     def _take(self, jobs: list[Job]) -> None:
         for job in jobs:
             self._claimed[job.pk] = job
+        self._executors.confirm((job.pk for job in jobs), claimed=True)
         self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
 
@@ -503,6 +504,7 @@ class Worker:
                 self._connection, self.worker_id, [self._claimed[i] for i in owned_ids]
             )
             self._control.cancel(asked_to_stop)
+            self._executors.confirm(still)
             for job_id in set(owned_ids) - still:
                 logger.warning(
                     "Worker %s: job #%d is no longer ours: its lock expired", self.worker_id, job_id
