@@ -162,3 +162,35 @@ def test_a_dead_workers_journal_writes_its_outcomes_with_their_exact_times(tmp_p
         started,
         later,
     )
+
+
+@pytest.mark.django_db
+def test_an_executor_drops_a_job_whose_lock_went_unconfirmed_for_half_the_timeout(tmp_path):
+    """A worker whose heartbeats have not got through (a network cut) does not start a job it
+    claimed ahead once its lock is half way to expiring: another worker may be about to take it
+    over. The loop is told (to hand it back while it is still this worker's)."""
+    from django_pgqueue.conf import settings
+    from django_pgqueue.worker.events import Events
+    from django_pgqueue.worker.executors import Dropped, Executors
+
+    marker = tmp_path / "ran"
+    fresh = jobs.record.enqueue(str(marker), "fresh")
+    stale = jobs.record.enqueue(str(marker), "stale")
+    events = Events()
+    executors = Executors("parts:drop", 1, events)
+    executors.confirm([fresh.pk, stale.pk], claimed=True)
+    executors._confirmed[stale.pk] -= settings.VISIBILITY_TIMEOUT  # unconfirmed since
+    executors.start()
+    try:
+        executors.submit([stale, fresh])
+        seen = []
+        while len(seen) < 2:
+            event = events.get(timeout=30)
+            if isinstance(event, Dropped | Outcome):
+                seen.append(event)
+    finally:
+        executors.stop()
+    assert seen[0] == Dropped(stale.pk, unconfirmed=True)
+    assert isinstance(seen[1], Outcome) and seen[1].job_id == fresh.pk
+    assert marker.read_text().split()[0] == "fresh"  # the stale one never ran
+    assert len(marker.read_text().splitlines()) == 1

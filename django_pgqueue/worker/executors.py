@@ -47,9 +47,12 @@ TIMEOUT_CHECK_INTERVAL = 0.25
 
 @dataclass(frozen=True)
 class Dropped:
-    """Event: a claimed job was not run because another worker owns it now."""
+    """Event: a claimed job was not run because another worker owns it now, or (``unconfirmed``)
+    may own it soon: its lock went unconfirmed too long (the loop hands it back if it is still
+    this worker's)."""
 
     job_id: int
+    unconfirmed: bool = False
 
 
 @dataclass
@@ -309,9 +312,10 @@ class Executors:
                 if job is None:
                     connections.close_all()
                     return
-                if job.pk in self.lost or self._unconfirmed(job):
+                lost = job.pk in self.lost
+                if lost or self._unconfirmed(job):
                     self._confirmed.pop(job.pk, None)
-                    self.events.put(Dropped(job.pk))
+                    self.events.put(Dropped(job.pk, unconfirmed=not lost))
                     self._work.done()
                     continue
                 outcome, abandoned = self._run_one(job)
@@ -337,15 +341,17 @@ class Executors:
 
     def _unconfirmed(self, job: Job) -> bool:
         """Whether ``job``, about to start, has gone without its lock confirmed for half the
-        visibility timeout: this worker's heartbeats have not got through (a network cut, a
-        frozen process), and past the timeout another worker takes the job over and runs it.
-        Started here too, it would run twice: it is dropped instead (left to that worker, or to
-        this one's hand-back of what it does not know once its connection is back)."""
+        visibility timeout (one and a half heartbeat intervals, if more): this worker's
+        heartbeats have not got through (a network cut, a frozen process), and past the timeout
+        another worker takes the job over and runs it. Started here too, it would run twice: it
+        is dropped instead, and the loop hands it back (pending, no attempt spent) if it is still
+        this worker's, or leaves it to the worker that took it."""
         confirmed = self._confirmed.pop(job.pk, None)
         if confirmed is None:
             return False
         age = time.monotonic() - confirmed
-        if age <= settings.VISIBILITY_TIMEOUT / 2:
+        timeout = settings.VISIBILITY_TIMEOUT
+        if age <= min(timeout, max(timeout / 2, 1.5 * settings.HEARTBEAT_INTERVAL)):
             return False
         logger.warning(
             "Worker %s: job #%d not started: its lock was last confirmed %.1f s ago (visibility "

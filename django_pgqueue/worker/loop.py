@@ -168,6 +168,9 @@ class Worker:
         #: Job notifications that picked this worker, until the claim they woke it for: passed
         #: on to the next worker of the rota unless it took all there was.
         self._wakes: list[Wake] = []
+        #: Claimed jobs an executor dropped unstarted, their locks unconfirmed too long: handed
+        #: back (fenced: only while still this worker's claim) at the loop's next statement.
+        self._unstarted: list[Job] = []
         self._claimer = Claimer(
             self._connection, self.worker_id, self.queues, burst=burst, rota=self._rota
         )
@@ -329,6 +332,9 @@ class Worker:
             try:
                 if self._claimer.unsettled and self._claimer.settle(self._ids_in_hand()):
                     next_claim = now  # the jobs a lost claim answer left: claimable again
+                if self._unstarted:  # dropped as their locks went unconfirmed: still ours?
+                    operations.release(self._connection, self.worker_id, self._unstarted)
+                    self._unstarted = []
                 # 2. Write outcomes back in one statement when enough are buffered or due.
                 if outcomes and (
                     len(outcomes) >= settings.FLUSH_SIZE
@@ -451,8 +457,10 @@ class Worker:
                 self._capacity.record(event)
                 self._writeback.add(event)
             elif isinstance(event, Dropped):
-                self._claimed.pop(event.job_id, None)
+                job = self._claimed.pop(event.job_id, None)
                 self._executors.lost.discard(event.job_id)
+                if event.unconfirmed and job is not None:
+                    self._unstarted.append(job)
             try:
                 event = self._events.get_nowait()
             except queue_module.Empty:
