@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.core.management import call_command
-from django.core.management.base import SystemCheckError
 from django.db import connections, transaction
 from django.test import override_settings
 from django.urls import reverse
@@ -30,6 +29,7 @@ from django_pgqueue import operations
 from django_pgqueue.models import Job, Queue, Schedule, Worker
 from django_pgqueue.states import JobStatus
 from tests.test_metrics_view import samples
+from tests.test_storage_integrity import check_output, without_triggers
 from tests.testapp import jobs
 from tests.utils import start_worker, stop, wait_until, worker_env
 
@@ -49,23 +49,6 @@ def queue_database(settings):
 def in_default() -> int:
     """Jobs in the default database: none, whatever a test does."""
     return Job.objects.using("default").count()
-
-
-def stranded_job() -> Job:
-    """A job written with the triggers off (as a restore may): no ready row, no claim sees it."""
-    with transaction.atomic(using="queue"):
-        with connections["queue"].cursor() as cursor:
-            cursor.execute("SET LOCAL session_replication_role = replica")
-        return jobs.noop.enqueue()
-
-
-def check(database: str) -> str:
-    out = StringIO()
-    try:
-        call_command("check", "--database", database, stdout=out, stderr=out)
-    except SystemCheckError as exc:
-        return str(exc)
-    return out.getvalue()
 
 
 # ----- enqueue ------------------------------------------------------------------------------
@@ -192,18 +175,18 @@ def test_pgqueue_status_queue_and_prune_commands_use_the_queue_database():
 
 
 def test_storage_check_and_repair_look_in_the_queue_database():
-    stranded = stranded_job()
-    text = check("queue")
+    stranded = without_triggers(jobs.noop.enqueue, using="queue")
+    text = check_output("queue")
     assert "django_pgqueue.E101" in text and f"#{stranded.pk}" in text
-    assert "django_pgqueue.E101" not in check("default")  # the queue is not there
+    assert "django_pgqueue.E101" not in check_output("default")  # the queue is not there
 
     call_command("pgqueue_repair", stdout=StringIO())
-    assert "django_pgqueue.E101" not in check("queue")
+    assert "django_pgqueue.E101" not in check_output("queue")
 
 
 def test_without_the_router_the_check_says_so(settings):
     settings.DATABASE_ROUTERS = []
-    assert "django_pgqueue.E005" in check("default")
+    assert "django_pgqueue.E005" in check_output("default")
 
 
 def test_the_models_managers_go_to_the_queue_database_without_a_router(settings):
