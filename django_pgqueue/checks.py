@@ -36,7 +36,31 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
                 id="django_pgqueue.E001",
             )
         ]
-    return []
+    return _check_routing(alias)
+
+
+def _check_routing(alias: str) -> list[CheckMessage]:
+    """The database routers must send the queue's models where the queue's own code goes
+    (``PGQUEUE_DATABASE``): Django's admin saves and deletes, ``Model.save()`` and ``migrate``
+    follow the routers, and would write schedules or tables in another database."""
+    from django.apps import apps
+    from django.db import router
+
+    models = list(apps.get_app_config("django_pgqueue").get_models())
+    routed = {router.db_for_read(model) for model in models}
+    routed |= {router.db_for_write(model) for model in models}
+    elsewhere = sorted(routed - {alias})
+    if not elsewhere:
+        return []
+    return [
+        Error(
+            f"PGQUEUE_DATABASE is {alias!r}, but DATABASE_ROUTERS send the queue's models to "
+            f"{', '.join(map(repr, elsewhere))}: the admin and migrate would use that database.",
+            hint='Add "django_pgqueue.routers.QueueRouter" to DATABASE_ROUTERS (first), see '
+            "docs/settings.md#a-dedicated-queue-database.",
+            id="django_pgqueue.E005",
+        )
+    ]
 
 
 @register("django_pgqueue")

@@ -8,7 +8,7 @@ layer is imported by the other's import.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import models
 from django.utils import timezone
@@ -18,6 +18,22 @@ from django_pgqueue.states import FINISHED, JobStatus
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job, Schedule  # noqa: F401  (Schedule: a type argument)
+
+_M = TypeVar("_M", bound=models.Model)
+
+
+class QueueManager(models.Manager[_M]):
+    """The managers of the queue's models: their querysets run on ``PGQUEUE_DATABASE`` unless
+    told otherwise (``.using()``, ``db_manager()``), with or without a database router. So every
+    read and write through ``Job.objects``, ``Schedule.objects``..., the queue's own and the
+    project's, goes to the queue's database, whichever alias that is."""
+
+    @property
+    def db(self) -> str:
+        return self._db or settings.DATABASE
+
+    def get_queryset(self) -> models.QuerySet[_M]:
+        return super().get_queryset().using(self.db)
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -87,12 +103,12 @@ class JobQuerySet(models.QuerySet["Job"]):
         return len(operations.run_now(self))
 
 
-_BaseJobManager = models.Manager.from_queryset(JobQuerySet)
+_BaseJobManager = QueueManager.from_queryset(JobQuerySet)
 
 
 class JobManager(_BaseJobManager["Job"]):
     def get_queryset(self) -> JobQuerySet:
-        return JobQuerySet(self.model, using=self._db)
+        return JobQuerySet(self.model, using=self.db)
 
     def claim(
         self, worker_id: str, queues: Sequence[str] | None = None, limit: int = 1
@@ -147,3 +163,6 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         return self.filter(enabled=True).update(
             enabled=False, next_run_at=None, updated_at=timezone.now()
         )
+
+
+ScheduleManager = QueueManager.from_queryset(ScheduleQuerySet)

@@ -25,7 +25,12 @@ from django_pgqueue.fields import (
     TolerantJSONField,
     default_zone,
 )
-from django_pgqueue.managers import JobManager, JobQuerySet, ScheduleQuerySet
+from django_pgqueue.managers import (
+    JobManager,
+    JobQuerySet,
+    QueueManager,
+    ScheduleManager,
+)
 from django_pgqueue.schedules.models import CODE_FIELDS, Source
 from django_pgqueue.states import (
     ACTIVE,
@@ -288,6 +293,8 @@ class Worker(models.Model):
         help_text="Jobs whose abandoned attempt's thread still runs here.",
     )
 
+    objects = QueueManager["Worker"]()
+
     class Meta:
         db_table = "pgqueue_worker"
         ordering = ["-last_seen_at"]
@@ -315,6 +322,8 @@ class Queue(models.Model):
     )
     updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
+    objects = QueueManager["Queue"]()
+
     class Meta:
         db_table = "pgqueue_queue"
         ordering = ["name"]
@@ -336,6 +345,8 @@ class RateWindow(models.Model):
     recent = TimestampArrayField(default=list)
     counts = IntegerArrayField(default=list)
     updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
+
+    objects = QueueManager["RateWindow"]()
 
     class Meta:
         db_table = "pgqueue_rate_window"
@@ -395,7 +406,7 @@ class Schedule(models.Model):
     created_at = models.DateTimeField(default=django_timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = ScheduleQuerySet.as_manager()
+    objects = ScheduleManager()
 
     class Meta:
         db_table = "pgqueue_schedule"

@@ -29,6 +29,18 @@ else:
         }
     }
 DATABASES["default"]["TEST"] = {"NAME": env("PGQUEUE_TEST_DATABASE", default="pgqueue_test")}
+# A second database on the same server, for the tests of a dedicated queue database
+# (tests/test_queue_database.py; pytest-django makes its test database only when they run).
+# Their subprocesses get its test database's name in PGQUEUE_QUEUE_DATABASE_NAME.
+DATABASES["queue"] = {
+    **DATABASES["default"],
+    "NAME": env("PGQUEUE_QUEUE_DATABASE_NAME", default=DATABASES["default"]["NAME"]),
+    "TEST": {
+        "NAME": env(
+            "PGQUEUE_TEST_QUEUE_DATABASE", default=f"{DATABASES['default']['TEST']['NAME']}_queue"
+        )
+    },
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -16,7 +16,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -50,19 +50,19 @@ def statuses(ids: list[int]) -> dict[int, str]:
     return dict(Job.objects.filter(pk__in=ids).values_list("pk", "status"))
 
 
-def without_triggers(enqueue: object) -> Job:
+def without_triggers(enqueue: object, using: str = "default") -> Job:
     """``enqueue()`` with the job table's triggers off, as a ``pg_restore --disable-triggers``
     or a logical-replication apply writes rows: the job has no ready row."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
+    with transaction.atomic(using=using):
+        with connections[using].cursor() as cursor:
             cursor.execute("SET LOCAL session_replication_role = replica")
         return enqueue()  # type: ignore[operator, no-any-return]
 
 
-def check_output() -> str:
+def check_output(database: str = "default") -> str:
     out = StringIO()
     try:
-        call_command("check", "--database", "default", stdout=out, stderr=out)
+        call_command("check", "--database", database, stdout=out, stderr=out)
     except SystemCheckError as exc:
         return str(exc)
     return out.getvalue()
