@@ -14,7 +14,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=40
 TOX_ARGS ?=
 
 # tox finds python3.12 / python3.13 on PATH: put pyenv's installed versions there.
