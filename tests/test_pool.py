@@ -329,3 +329,59 @@ def test_the_startup_line_says_what_threads_share(monkeypatch):
     assert "pool of 4-4 connections to 'default' (at most 12 for 3 process(es))" in lines[0]
     assert "waits for one up to 30s" in lines[0]
     assert "2-16 connections to 'big'" in lines[1] and "each thread gets one" in lines[1]
+
+
+# ----- the worker's own connections -----------------------------------------------------------
+
+
+@pytest.fixture
+def pool_of_one(monkeypatch, transactional_db):
+    """``default`` configured with a pool of one connection (0.2 s timeout), that connection
+    taken: anything that asks the pool for another fails with PoolTimeout."""
+    from django.db import connections
+
+    settings_dict = connections.settings["default"]
+    pooled = {
+        **settings_dict,
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {
+            **settings_dict.get("OPTIONS", {}),
+            "pool": {"min_size": 1, "max_size": 1, "timeout": 0.2},
+        },
+    }
+    monkeypatch.setitem(connections.settings, "default", pooled)
+    holder = connections.create_connection("default")
+    holder.ensure_connection()
+    with pytest.raises(Exception, match="couldn't get a connection"):
+        other = connections.create_connection("default")
+        other.ensure_connection()
+    yield
+    holder.close()
+    holder.close_pool()
+
+
+def test_the_queue_connection_never_comes_from_the_pool(pool_of_one):
+    from django_pgqueue.worker.connection import QueueConnection
+
+    queue = QueueConnection("default", "pgqueue worker test")
+    try:
+        with queue.cursor() as cursor:
+            cursor.execute("SELECT current_setting('application_name')")
+            assert cursor.fetchone()[0] == "pgqueue worker test"
+    finally:
+        queue.close()
+
+
+def test_the_loops_orm_runs_on_a_connection_of_its_own(pool_of_one):
+    from django.db import connections
+
+    from django_pgqueue.worker.connection import own_django_connection
+
+    before = connections["default"]
+    with own_django_connection("default", "pgqueue schedules test"):
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT current_setting('application_name')")
+            assert cursor.fetchone()[0] == "pgqueue schedules test"
+        inside = connections["default"]
+    assert connections["default"] is before
+    assert inside.connection is None  # closed at the end

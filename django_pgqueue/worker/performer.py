@@ -232,7 +232,7 @@ def _discard(connection: BaseDatabaseWrapper) -> None:
     connection.commit_on_exit = True
     connection.closed_in_transaction = False
     raw = connection.connection
-    if raw is not None and getattr(connection, "pool", None) is not None:
+    if raw is not None and _pooled(connection):
         try:
             raw.rollback()
         except Exception:
@@ -243,6 +243,14 @@ def _discard(connection: BaseDatabaseWrapper) -> None:
         connection.close()
     except DATABASE_ERRORS:
         connection.connection = None
+
+
+def _pooled(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection`` comes from Django's connection pool (PostgreSQL, Django 5.1+)."""
+    try:
+        return getattr(connection, "pool", None) is not None
+    except Exception:  # the pool cannot be made (system check E020): it gave no connection
+        return False
 
 
 class AttemptConnections(Protocol):
