@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -263,6 +264,26 @@ def test_a_job_that_waits_too_long_for_a_connection_fails_and_the_worker_goes_on
     error = outcomes["dead"].last_error
     assert "PoolTimeout" in error and "couldn't get a connection after 0.50 sec" in error
     assert "share a pool of 1-1 connections" in text and "PoolTimeout" in text
+
+
+def test_a_cancelled_jobs_connection_goes_back_to_the_pool(runs_table):
+    """A pool of one: a job holds it until cancelled; the job after it waits, and runs as soon
+    as the cancelled one returns."""
+    holding = jobs.until_cancelled.enqueue(1).pk
+    pool = {"min_size": 1, "max_size": 1, "timeout": 10}
+    worker = start_worker("--threads", "2", env=pool_env(pool))
+    try:
+        wait_until(lambda: any(r["job_id"] == holding for r in runs()))
+        waiting = jobs.uses_orm.enqueue(2).pk
+        wait_until(lambda: Job.objects.filter(pk=waiting, status="running").exists())
+        time.sleep(0.3)
+        assert [r["job_id"] for r in runs()] == [holding]  # it waits for the connection
+        assert Job.objects.get(pk=holding).cancel()
+        wait_until(lambda: Job.objects.filter(pk=waiting, status="completed").exists())
+    finally:
+        text = stop(worker)
+    assert Job.objects.get(pk=holding).status == "cancelled", text
+    assert {r["backend"] for r in runs()} == {r["backend"] for r in runs()[:1]}  # the same one
 
 
 # ----- the system check ---------------------------------------------------------------------

@@ -70,3 +70,12 @@ def overruns(n: int, sleep: float = 2.0) -> None:
     with connection.cursor() as cursor:
         _record(current_job().id, "overruns", cursor)
     time.sleep(sleep)
+
+
+@job(max_attempts=1)
+def until_cancelled(n: int) -> None:
+    """Records its run, then holds its connection until it is cancelled, and returns."""
+    with connection.cursor() as cursor:
+        _record(current_job().id, "cancellable", cursor)
+    while not current_job().cancel_requested:
+        time.sleep(0.02)
