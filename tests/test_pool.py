@@ -213,15 +213,17 @@ def test_job_threads_share_a_small_pool_and_the_worker_keeps_its_own(runs_table)
     for r in recorded:
         backends[r["pid"]].add(r["backend"])  # type: ignore[index]
     killed = Counter(r["pid"] for r in recorded if r["kind"] == "kills")
-    assert len(backends) == 2
+    # Two processes; a third if one that abandoned overrunning threads was replaced in time.
+    assert 1 <= len(backends) <= 3
     for pid, used in backends.items():
         assert len(used) <= 2 + killed[pid], (pid, used)
     # The worker's own: one claim/outcome connection and one LISTEN connection per process,
     # never a pooled one (no job ran on them, none of the pool's LISTENs).
-    assert set(peaks.dedicated) == set(backends)
+    assert set(backends) <= set(peaks.dedicated)
+    for kinds in peaks.dedicated.values():
+        assert kinds["worker"] <= 1 and kinds["listener"] <= 1 and kinds["schedules"] <= 1
     for pid in backends:
         assert peaks.dedicated[pid]["worker"] == peaks.dedicated[pid]["listener"] == 1
-        assert peaks.dedicated[pid]["schedules"] <= 1
     assert not peaks.dedicated_backends & {r["backend"] for r in recorded}
     assert peaks.listening_job_backends == 0
     # The supervisor said what the threads share.
