@@ -92,6 +92,29 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
     return errors
 
 
+@register("django_pgqueue")
+def check_pools(**kwargs: Any) -> list[CheckMessage]:
+    """A connection pool (``OPTIONS["pool"]``) that would fail at its first connection: in a
+    worker, in every job that queries its database (docs/worker.md, "Connections")."""
+    from django_pgqueue import pools
+
+    errors: list[CheckMessage] = []
+    for alias in pools.pooled_aliases():
+        problem = pools.problem(django_settings.DATABASES[alias])
+        if problem:
+            errors.append(
+                Error(
+                    f"DATABASES[{alias!r}] has a connection pool that cannot open: {problem}. "
+                    "Every job that queries it would fail.",
+                    hint="For example OPTIONS['pool'] = {'min_size': 2, 'max_size': 4} with "
+                    "CONN_MAX_AGE = 0, and the pool extra installed; see the Connections "
+                    "section of docs/worker.md.",
+                    id="django_pgqueue.E020",
+                )
+            )
+    return errors
+
+
 @register("django_pgqueue", Tags.database)
 def check_schedules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Enabled schedules that cannot run as they are: their job is not registered in this code,

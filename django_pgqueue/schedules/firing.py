@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import time
 
-from django.db import connections
-
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import CONNECTION_ERRORS, Database
@@ -76,15 +74,16 @@ class ScheduleFirer:
 
     def _sync(self) -> None:
         from django_pgqueue.schedules.sync import sync
+        from django_pgqueue.worker.connection import own_django_connection
 
+        # The sync runs on the ORM, on a connection of its own for the moment: never one of the
+        # job threads' pool (docs/worker.md, "Connections"), closed at the end.
         try:
-            sync(self.alias)
+            with own_django_connection(self.alias, f"pgqueue schedules {self.worker_id}"):
+                sync(self.alias)
         except CONNECTION_ERRORS:
             raise  # synced at the next try
         except Exception:
             # Firing goes on with the rows as they are (``migrate`` syncs too).
             logger.exception("Worker %s could not sync the code's schedules", self.worker_id)
-        finally:
-            # The sync ran on this thread's Django connection: don't keep it open.
-            connections[self.alias].close()
         self.synced = True

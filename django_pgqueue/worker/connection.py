@@ -118,6 +118,45 @@ class NativeCursor(psycopg.RawCursor[Any]):
         return self
 
 
+def unpooled_wrapper(alias: str, application_name: str) -> Any:
+    """A new Django connection to ``alias`` (not connected yet) that never comes from a
+    connection pool, named ``application_name`` in ``pg_stat_activity``.
+
+    Django's pool (``OPTIONS["pool"]``) is for the job threads (docs/worker.md, "Connections"):
+    the worker's own connections stay its own, and a LISTEN must stay on its connection. Used
+    from the thread that created it only.
+    """
+    wrapper = connections.create_connection(alias)
+    options = {k: v for k, v in wrapper.settings_dict.get("OPTIONS", {}).items() if k != "pool"}
+    wrapper.settings_dict = {
+        **wrapper.settings_dict,
+        "OPTIONS": {**options, "application_name": application_name[:63]},
+    }
+    return wrapper
+
+
+@contextmanager
+def own_django_connection(alias: str, application_name: str) -> Iterator[None]:
+    """Within the block, this thread's Django connection to ``alias`` (``connections[alias]``,
+    what the ORM uses) is one of its own, never from the pool; closed at the end, and the
+    thread's previous one put back.
+
+    For the ORM the worker loop runs itself (the schedules' sync): a loop that took a pooled
+    connection would wait, without heartbeats or timeouts, while jobs hold them all.
+    """
+    previous = connections[alias]
+    wrapper = unpooled_wrapper(alias, application_name)
+    connections[alias] = wrapper
+    try:
+        yield
+    finally:
+        connections[alias] = previous
+        try:
+            wrapper.close()
+        except Exception:
+            logger.debug("Error closing a connection of the worker's own", exc_info=True)
+
+
 class QueueConnection:
     """A lazily (re)opened autocommit connection to the queue database.
 
@@ -143,17 +182,7 @@ class QueueConnection:
 
     def _open(self) -> None:
         self.close()
-        wrapper = connections.create_connection(self.alias)
-        # Used from the thread that created it only; pooling is the worker's own business.
-        wrapper.settings_dict = {
-            **wrapper.settings_dict,
-            "OPTIONS": {
-                **{
-                    k: v for k, v in wrapper.settings_dict.get("OPTIONS", {}).items() if k != "pool"
-                },
-                "application_name": self.application_name[:63],
-            },
-        }
+        wrapper = unpooled_wrapper(self.alias, self.application_name)
         wrapper.ensure_connection()
         wrapper.connection.autocommit = True
         if self.prepare and behind_a_pooler(wrapper.connection):

@@ -10,6 +10,7 @@ must not carry on as a copy of the worker: it ends there (:func:`end_forked_chil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -217,17 +218,39 @@ def end_connections() -> list[str]:
 
 
 def _discard(connection: BaseDatabaseWrapper) -> None:
-    """Close ``connection`` and forget any transaction state a job left on it."""
+    """Close ``connection`` and forget any transaction state a job left on it.
+
+    A pooled connection (``OPTIONS["pool"]``) is rolled back here and goes back to the pool
+    idle; one that cannot be rolled back is closed, and the pool, given it closed, drops it and
+    opens another. (The pool would roll it back too, with a warning in its own log: the job's
+    failed attempt already says it.)
+    """
     connection.in_atomic_block = False
     connection.savepoint_ids = []
     connection.atomic_blocks = []
     connection.needs_rollback = False
     connection.commit_on_exit = True
     connection.closed_in_transaction = False
+    raw = connection.connection
+    if raw is not None and _pooled(connection):
+        try:
+            raw.rollback()
+        except Exception:
+            logger.debug("Closing pooled connection %r: its rollback failed", connection.alias)
+            with contextlib.suppress(Exception):
+                raw.close()
     try:
         connection.close()
     except DATABASE_ERRORS:
         connection.connection = None
+
+
+def _pooled(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection`` comes from Django's connection pool (PostgreSQL, Django 5.1+)."""
+    try:
+        return getattr(connection, "pool", None) is not None
+    except Exception:  # the pool cannot be made (system check E020): it gave no connection
+        return False
 
 
 class AttemptConnections(Protocol):

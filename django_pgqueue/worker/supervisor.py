@@ -35,11 +35,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from django.db import connections
-
 from django_pgqueue import rules
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS
+from django_pgqueue.pools import close_pools, describe
 from django_pgqueue.printable import get_logger
 from django_pgqueue.worker import probe
 from django_pgqueue.worker.connection import QueueConnection
@@ -106,6 +105,8 @@ class Supervisor:
             if self.probe_port is not None:
                 self._open_probe(self.probe_port)
             logger.info("Supervisor %d starting %d worker processes", os.getpid(), self.processes)
+            for line in describe(self.worker_options.get("threads") or 1, self.processes):
+                logger.info("Supervisor %d: %s", os.getpid(), line)
             for index in range(self.processes):
                 self._spawn(index, failures=0)
             self._watch()
@@ -193,7 +194,7 @@ class Supervisor:
 
     def _spawn_probe(self) -> None:
         assert self.probe_listener is not None and self.pulse is not None
-        connections.close_all()
+        close_pools()
         self.connection.close()
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         pid = os.fork()
@@ -249,8 +250,9 @@ class Supervisor:
                 os.kill(pid, signum)
 
     def _spawn(self, index: int, failures: int) -> None:
-        # Never share a database connection across fork.
-        connections.close_all()
+        # Never share a database connection across fork, nor a connection pool (docs/worker.md,
+        # "Connections"): the run's system checks may have opened one.
+        close_pools()
         self.connection.close()
         journal = self.journals / f"worker-{index}.journal"
         if self.pulse is not None:

@@ -7,10 +7,10 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
 
 from django_pgqueue.conf import settings
 from django_pgqueue.management.options import of
+from django_pgqueue.pools import close_pools
 from django_pgqueue.rules import WORKER_OPTIONS
 from django_pgqueue.worker import Supervisor
 from django_pgqueue.worker.reloader import run_with_reloader
@@ -146,7 +146,7 @@ class Command(BaseCommand):
             return Supervisor(options["processes"], **worker_options).run()
 
         if options["reload"]:
-            connections.close_all()  # the checks' connection: this process only restarts
+            close_pools()  # the checks' connection (and pool): this process only restarts
             code = run_with_reloader(supervise)
         else:
             code = supervise()
