@@ -31,6 +31,7 @@ from django_pgqueue.contrib.bench.progress import NoProgress, Progress
 from django_pgqueue.contrib.bench.results import BenchError, new_queue_name
 from django_pgqueue.contrib.bench.workers import WorkerProcess
 from django_pgqueue.contrib.bench.workload import register as register_jobs
+from django_pgqueue.pools import close_pools
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import REFRESH
 
@@ -211,7 +212,7 @@ def run_producers(options: FleetOptions, progress: Progress | None = None) -> Fl
         for round_ in range(options.rounds):
             for mode in modes:
                 progress.start(f"round {round_ + 1}: {mode}", 1)
-                connections.close_all()  # never share a connection across fork
+                close_pools()  # never share a connection (or a pool) across fork
                 out = context.Queue()
                 procs = [
                     context.Process(target=_produce, args=(queue, mode, options.seconds, out))

@@ -11,7 +11,8 @@ import traceback
 from typing import Any
 
 from django.core.management import call_command
-from django.db import connections
+
+from django_pgqueue.pools import close_pools
 
 
 class WorkerProcess:
@@ -24,8 +25,8 @@ class WorkerProcess:
         self.cpu_seconds = 0.0
 
     def start(self) -> None:
-        # Never share a database connection across fork.
-        connections.close_all()
+        # Never share a database connection (or a pool) across fork.
+        close_pools()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
