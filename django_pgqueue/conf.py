@@ -44,8 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "REPAIR_INTERVAL": 30.0,
     # Worker: wake up on LISTEN/NOTIFY (False for PgBouncer in transaction mode).
     "LISTEN": True,
-    # enqueue(): notify the workers once the transaction commits (False when every worker
-    # polls: PGQUEUE_LISTEN = False everywhere).
+    # enqueue(): wake a worker once the transaction commits (True or "after_commit"), inside it
+    # ("in_transaction": no statement more, but notifying commits are serialized), or not at
+    # all (False: every worker polls, PGQUEUE_LISTEN = False everywhere).
     "NOTIFY": True,
     # Worker: prepare its statements on the server (False behind PgBouncer < 1.21 in
     # transaction mode, or without max_prepared_statements).
@@ -157,8 +158,12 @@ class Settings:
         return bool(self.get("LISTEN"))
 
     @property
-    def NOTIFY(self) -> bool:
-        return bool(self.get("NOTIFY"))
+    def NOTIFY(self) -> str | None:
+        """``"after_commit"``, ``"in_transaction"``, or None (no notification)."""
+        value = self.get("NOTIFY")
+        if value is True:
+            return "after_commit"
+        return str(value) if value else None
 
     @property
     def PREPARED_STATEMENTS(self) -> bool:

@@ -292,6 +292,11 @@ class Worker(models.Model):
         db_default=models.Value([], models.JSONField()),
         help_text="Jobs whose abandoned attempt's thread still runs here.",
     )
+    listening = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Its listening connection is open: enqueue() may wake it directly.",
+    )
 
     objects = QueueManager["Worker"]()
 

@@ -134,6 +134,21 @@ class Boolean(Rule):
         return "True or False"
 
 
+@dataclass(frozen=True)
+class Choice(Rule):
+    """One of ``choices`` (compared with ``==``: ``True`` and ``False`` may be among them)."""
+
+    choices: tuple[Any, ...]
+
+    def _problem(self, value: Any) -> str | None:
+        if any(value == c and type(value) is type(c) for c in self.choices):
+            return None
+        return f"must be one of {self.describe()}, got {value!r}"
+
+    def describe(self) -> str:
+        return ", ".join(repr(c) for c in self.choices)
+
+
 #: The level names a ``*_LOG_LEVEL`` setting accepts, and their numbers (``logging``'s).
 LOG_LEVELS: dict[str, int] = {
     "DEBUG": 10,
@@ -253,7 +268,7 @@ SETTINGS: dict[str, Rule] = {
     "PRUNE_INTERVAL": _seconds(above=True),
     "REPAIR_INTERVAL": _seconds(above=True),
     "LISTEN": Boolean(),
-    "NOTIFY": Boolean(),
+    "NOTIFY": Choice((True, False, "after_commit", "in_transaction")),
     "PREPARED_STATEMENTS": Boolean(),
     "POLL_INTERVAL": _seconds(above=True),
     "BATCH_SIZE": Integer(1, 10_000),

@@ -11,12 +11,13 @@ import pytest
 from django.db import connections, transaction
 from django.utils import timezone
 
-from django_pgqueue import InvalidJobArguments, job
+from django_pgqueue import InvalidJobArguments, job, operations
 from django_pgqueue.decorators import DroppedPayloadsWarning
 from django_pgqueue.exceptions import DuplicateJobName
 from django_pgqueue.models import Job
 from django_pgqueue.operations import FEW_MAX
 from django_pgqueue.operations.rows import new_job
+from django_pgqueue.sql.rota import channel
 from tests.testapp import jobs
 from tests.utils import run_threads
 
@@ -279,7 +280,9 @@ def test_enqueue_sends_one_notification_per_queue_and_transaction(other_connecti
     other_connection.ensure_connection()
     raw = other_connection.connection
     raw.autocommit = True
-    raw.execute("LISTEN pgqueue")
+    # The notification goes to the listening worker the rota picks (docs/worker.md): "w1".
+    operations.report_worker(operations.DjangoDatabase("default"), "w1", None, 1, 0, listening=True)
+    raw.execute(f'LISTEN "{channel("w1")}"')
     with transaction.atomic():
         jobs.add.enqueue(1, 2)
         jobs.add.enqueue(3, 4)

@@ -17,7 +17,7 @@ from django.test import override_settings
 
 from django_pgqueue import operations
 from django_pgqueue.models import Job, Worker
-from django_pgqueue.sql.rota import LISTENER_PREFIX
+from django_pgqueue.sql.rota import LISTENER_PREFIX, channel
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import Rota, Wake
 from tests.testapp import jobs
@@ -40,9 +40,22 @@ def dsn(application_name: str = "test listener") -> str:
 
 
 @contextmanager
-def listening(application_name: str = "test listener") -> Iterator[psycopg.Connection[Any]]:
+def listening(
+    application_name: str = "test listener", channels: tuple[str, ...] = ("pgqueue",)
+) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(dsn(application_name), autocommit=True) as conn:
-        conn.execute("LISTEN pgqueue")
+        for name in channels:
+            conn.execute(f'LISTEN "{name}"')
+        yield conn
+
+
+@contextmanager
+def a_listening_worker(worker_id: str = "w1") -> Iterator[psycopg.Connection[Any]]:
+    """A worker's row marked listening, and a connection on its own channel: the one
+    ``enqueue()`` notifies (every queue's rota is this worker alone)."""
+    register(worker_id)
+    operations.mark_listening(operations.DjangoDatabase("default"), worker_id)
+    with listening(LISTENER_PREFIX + worker_id, channels=(channel(worker_id),)) as conn:
         yield conn
 
 
@@ -53,19 +66,20 @@ def heard(conn: psycopg.Connection[Any]) -> list[Wake]:
 
 
 def test_enqueue_in_a_transaction_notifies_once_it_commits_one_notification_a_queue() -> None:
-    with listening() as conn:
+    with a_listening_worker() as conn:
         with transaction.atomic():
+            first = jobs.noop.enqueue()
             jobs.noop.enqueue()
-            jobs.noop.enqueue()
-            jobs.noop.using(queue="other").enqueue_many([()] * 3)
+            others = jobs.noop.using(queue="other").enqueue_many([()] * 3)
             assert heard(conn) == []  # nothing before the commit
         wakes = sorted(heard(conn), key=lambda w: w.queue)
     assert [(w.queue, w.jobs, w.hops) for w in wakes] == [("default", 2, 0), ("other", 3, 0)]
-    assert wakes[0].ticket == wakes[1].ticket is not None  # the notifying transaction's id
+    # The ticket is the first job's id: consecutive enqueues take turns in the rota.
+    assert [w.ticket for w in wakes] == [first.pk, min(others)]
 
 
 def test_a_rolled_back_enqueue_notifies_nothing() -> None:
-    with listening() as conn:
+    with a_listening_worker() as conn:
         with pytest.raises(RuntimeError), transaction.atomic():
             jobs.noop.enqueue()
             raise RuntimeError("rolled back")
@@ -76,14 +90,14 @@ def test_a_rolled_back_enqueue_notifies_nothing() -> None:
 
 
 def test_an_enqueue_in_autocommit_and_a_bulk_copy_each_notify_with_their_count() -> None:
-    with listening() as conn:
+    with a_listening_worker() as conn:
         jobs.noop.enqueue()
         jobs.noop.enqueue_many([()] * 150)  # COPY: more than an INSERT takes
         assert [(w.queue, w.jobs) for w in heard(conn)] == [("default", 1), ("default", 150)]
 
 
 def test_the_trigger_still_notifies_an_insert_made_by_hand_in_its_transaction() -> None:
-    with listening() as conn:
+    with a_listening_worker() as conn:
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, "
@@ -98,16 +112,29 @@ def test_the_trigger_still_notifies_an_insert_made_by_hand_in_its_transaction() 
 def test_a_retry_by_hand_wakes_the_workers_once_it_commits() -> None:
     job = jobs.noop.enqueue()
     Job.objects.filter(pk=job.pk).update(status=JobStatus.DEAD)
-    with listening() as conn:
+    with a_listening_worker() as conn:
         with transaction.atomic():
             operations.retry(Job.objects.filter(pk=job.pk))
             assert heard(conn) == []
         assert [(w.queue, w.jobs) for w in heard(conn)] == [("default", 1)]
 
 
+@override_settings(PGQUEUE_NOTIFY="in_transaction")
+def test_in_transaction_the_trigger_notifies_when_the_transaction_commits() -> None:
+    with a_listening_worker() as conn:
+        with transaction.atomic():
+            first = jobs.noop.enqueue()
+            jobs.noop.enqueue_many([()] * 150)  # COPY
+            assert heard(conn) == []  # a NOTIFY is sent when its transaction commits
+        # One a statement: the trigger's (no statement of its own after the commit).
+        wakes = heard(conn)
+    assert [(w.queue, w.jobs) for w in wakes] == [("default", 1), ("default", 150)]
+    assert wakes[0].ticket == first.pk
+
+
 @override_settings(PGQUEUE_NOTIFY=False)
 def test_no_notification_with_notify_off() -> None:
-    with listening() as conn:
+    with a_listening_worker() as conn:
         jobs.noop.enqueue()
         with transaction.atomic():
             jobs.noop.enqueue_many([()] * 3)
@@ -161,16 +188,44 @@ def test_the_rota_is_the_live_listening_workers_of_the_queue_sorted() -> None:
 def test_a_wake_is_passed_on_to_the_next_worker_once_round_at_most() -> None:
     register("w1", "w2")
     with (
-        listening(LISTENER_PREFIX + "w1") as conn,
-        listening(LISTENER_PREFIX + "w2"),
+        listening(LISTENER_PREFIX + "w1", channels=("pgqueue", channel("w1"))) as w1,
+        listening(LISTENER_PREFIX + "w2", channels=("pgqueue", channel("w2"))) as w2,
     ):
         rota = Rota("w1", None)
         db = operations.DjangoDatabase("default")
         rota.refresh(db)
+        # Ticket 11 picks w2 (rota[11 % 2]): on its own channel, w1 hears nothing.
         assert rota.pass_on(db, Wake("default", 10, 5, 0), 3)
-        assert heard(conn) == [Wake("default", 11, 3, 1)]
+        assert heard(w2) == [Wake("default", 11, 3, 1)] and heard(w1) == []
         assert not rota.pass_on(db, Wake("default", 11, 3, 1), 1)  # back where it started
-        assert heard(conn) == []
+        assert heard(w1) == heard(w2) == []
+
+
+def test_enqueue_wakes_the_picked_listening_worker_on_its_own_channel_only() -> None:
+    """Workers that listen are marked so in their rows (and unmarked by any worker's rota reading
+    once their connection is gone): enqueue() picks one by its ticket, and notifies it alone."""
+    register("w1", "w2")
+    db = operations.DjangoDatabase("default")
+    with (
+        listening(LISTENER_PREFIX + "w1", channels=("pgqueue", channel("w1"))) as w1,
+        listening(LISTENER_PREFIX + "w2", channels=("pgqueue", channel("w2"))) as w2,
+    ):
+        operations.mark_listening(db, "w1")
+        operations.mark_listening(db, "w2")
+        for _ in range(6):
+            jobs.noop.enqueue()
+        on_w1, on_w2 = heard(w1), heard(w2)
+        assert len(on_w1) + len(on_w2) == 6 and on_w1 and on_w2
+        assert all(w.ticket is not None and w.ticket % 2 == 0 for w in on_w1)
+        assert all(w.ticket is not None and w.ticket % 2 == 1 for w in on_w2)
+        assert len(on_w1) == len(on_w2) == 3  # turns: consecutive ids
+    # Their connections gone, a rota reading unmarks them: nobody listens, nothing is sent
+    # (no NOTIFY, whose commit is serialized, for nobody: the workers poll).
+    Rota("w3", None).refresh(db)
+    assert not Worker.objects.filter(listening=True).exists()
+    with listening() as common:
+        jobs.noop.enqueue()
+        assert heard(common) == []
 
 
 @contextmanager

@@ -24,7 +24,8 @@ module             owns
                    :func:`run_now` on a QuerySet's jobs
 ``testing``        :func:`make_due` for :func:`django_pgqueue.testing.run_jobs`
 ``schedules``      :func:`fire_schedules` (due ticks, exactly once), :func:`run_schedule_now`
-``rota``           :func:`peers` (the live workers, listening or not), :func:`pass_wake`
+``rota``           :func:`peers` (the live workers, listening or not), :func:`pass_wake`,
+                   :func:`mark_listening`
 ``queues``         :func:`set_paused`, :func:`set_limits`, :func:`queue_controls`
 ``stats``          the dashboard's counts and estimates (``operations.stats.*``)
 ``search``         the admin search's conditions the ORM cannot spell
@@ -100,7 +101,7 @@ from django_pgqueue.operations.ready import (
     sweep_held,
     sweep_parked,
 )
-from django_pgqueue.operations.rota import Peer, pass_wake, peers
+from django_pgqueue.operations.rota import Peer, mark_listening, pass_wake, peers
 from django_pgqueue.operations.schedules import (
     FIRE_BATCH,
     Fired,
@@ -150,6 +151,7 @@ __all__ = [
     "locked_jobs",
     "make_due",
     "make_durable",
+    "mark_listening",
     "next_run_after",
     "pass_wake",
     "peers",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from django_pgqueue.operations.db import DjangoDatabase
@@ -44,9 +44,15 @@ def _all(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def _wake(jobs: QuerySet[Job], ids: list[int]) -> None:
-    counts = _all(jobs).filter(pk__in=ids).order_by().values_list("queue").annotate(n=Count("pk"))
-    for queue, count in counts:
-        wake_after_commit(DjangoDatabase(jobs.db), queue, count)
+    counts = (
+        _all(jobs)
+        .filter(pk__in=ids)
+        .order_by()
+        .values_list("queue")
+        .annotate(n=Count("pk"), first=Min("pk"))
+    )
+    for queue, count, first in counts:
+        wake_after_commit(DjangoDatabase(jobs.db), queue, first, count)
 
 
 def retry(jobs: QuerySet[Job]) -> list[int]:

@@ -76,6 +76,7 @@ def _insert(
     if spec.limited:
         row = (*row, spec.resolved_concurrency_limit, spec.resolved_rate_key)
         statement = sql.INSERT_ONE_LIMITED
+    row = (*row, notify_mode())
     with db.cursor() as cursor:
         if spec.limited:
             register_limits(cursor, spec)
@@ -102,7 +103,7 @@ def _insert(
                     trace_context=None if trace_json is None else decode_json(trace_json),
                 )
                 job.deduplicated = False
-                wake_after_commit(db, queue)
+                wake_after_commit(db, queue, job.pk)
                 for observe in observers:
                     observe(db, spec, args_json, kwargs_json, job.pk, job.run_after, False)
                 return job
@@ -139,7 +140,7 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
         with tracing.enqueueing(spec.name, spec.resolved_queue, len(payloads)) as span:
             ids, run_after = _insert_many(db, spec, payloads, tracing.carrier_json(span))
             tracing.enqueued(span, ids)
-    wake_after_commit(db, spec.resolved_queue, len(ids))
+    wake_after_commit(db, spec.resolved_queue, min(ids), len(ids))
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
@@ -172,6 +173,7 @@ def _insert_few(
                 trace_json,
                 [args_json for args_json, _ in payloads],
                 [kwargs_json for _, kwargs_json in payloads],
+                notify_mode(),
             ],
         )
         rows = raw.fetchall()
@@ -190,7 +192,7 @@ def _copy_many(
     # One transaction (a savepoint inside the caller's): every job is written, or none.
     with db.atomic(), db.cursor() as cursor:
         raw = psycopg_cursor(cursor)
-        raw.execute(sql.DEFER_NOTIFY)  # :func:`insert_many` wakes the workers once committed
+        raw.execute(sql.NOTIFY_MODE, [notify_mode()])  # the trigger's part (sql.enqueue)
         # The columns after concurrency_key, the same in every row (the statement names them).
         tail: tuple[object, ...] = ()
         statement = sql.COPY_MANY
@@ -242,23 +244,39 @@ def register_limits(cursor: Cursor, spec: JobSpec) -> None:
     cursor.execute(control_sql.NOTIFY_CONTROL, [control_sql.LIMITS_CHANGED])
 
 
+def notify_mode() -> str:
+    """What the inserting statement tells the insert trigger (``sql.enqueue._NOTIFY_MODE``):
+    ``'in_transaction'`` lets it notify; ``'after_commit'`` keeps it out (:func:`wake_after_commit`
+    notifies once committed, or nothing does with ``PGQUEUE_NOTIFY = False``)."""
+    return "in_transaction" if settings.NOTIFY == "in_transaction" else "after_commit"
+
+
 class _Wake:
     """The wake-up of one transaction's queues, sent once it commits (one for all the
     transaction's enqueues: :func:`wake_after_commit` adds to it while it is pending)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        #: Jobs enqueued, by queue.
+        #: Jobs enqueued, by queue, and the first one's id (the notification's ticket).
         self.queues: dict[str, int] = {}
+        self.tickets: dict[str, int] = {}
 
-    def add(self, queue: str, jobs: int) -> None:
+    def add(self, queue: str, jobs: int, first_id: int) -> None:
         self.queues[queue] = self.queues.get(queue, 0) + jobs
+        self.tickets[queue] = min(self.tickets.get(queue, first_id), first_id)
 
     def __call__(self) -> None:
-        if settings.NOTIFY and self.queues:
+        if self.queues:
             names = sorted(self.queues)
             with self.db.cursor() as cursor:
-                cursor.execute(sql.WAKE, [names, [self.queues[q] for q in names]])
+                cursor.execute(
+                    sql.WAKE,
+                    {
+                        "queues": names,
+                        "jobs": [self.queues[q] for q in names],
+                        "tickets": [self.tickets[q] for q in names],
+                    },
+                )
 
     def pending(self) -> bool:
         """Whether this still runs after the current transaction of its Django connection."""
@@ -273,29 +291,34 @@ class _Wake:
 _wakes = threading.local()
 
 
-def wake_after_commit(db: Database, queue: str, jobs: int = 1) -> None:
-    """Wake the workers serving ``queue`` for ``jobs`` jobs once the current transaction of
-    ``db`` commits (at once outside one; never if it rolls back): the jobs were written by a
-    statement that keeps the insert trigger from notifying inside the transaction
-    (``sql.enqueue``: the commit of the caller's rows must not wait for the lock every
-    notifying commit holds). One notification a queue and transaction, whatever the number of
-    enqueues in it."""
+def wake_after_commit(db: Database, queue: str, first_id: int, jobs: int = 1) -> None:
+    """Wake a worker serving ``queue`` for ``jobs`` jobs (the first's id ``first_id``) once
+    the current transaction of ``db`` commits (at once outside one; never if it rolls back):
+    the jobs were written by a statement that keeps the insert trigger from notifying inside
+    the transaction (``sql.enqueue``: the commit of the caller's rows must not wait for the
+    lock every notifying commit holds). One notification a queue and transaction, whatever the
+    number of enqueues in it."""
+    if settings.NOTIFY != "after_commit":
+        return  # the insert trigger notified (in_transaction), or nothing does (False)
     django_side = isinstance(db, DjangoDatabase)
     pending: dict[str, _Wake] = getattr(_wakes, "by_alias", None) or {}
     _wakes.by_alias = pending
     wake = pending.get(db.alias) if django_side else None
     if wake is not None and wake.pending():
-        wake.add(queue, jobs)
+        wake.add(queue, jobs, first_id)
         return
     wake = _Wake(db)
-    wake.add(queue, jobs)
+    wake.add(queue, jobs, first_id)
     if django_side:
         pending[db.alias] = wake
     db.after_commit(wake)
 
 
-def listen(db: Database, channels: Sequence[str]) -> None:
-    """Subscribe ``db`` (an autocommit connection) to our notification ``channels``, in order."""
+def listen(db: Database, channels: Sequence[str], own: str | None = None) -> None:
+    """Subscribe ``db`` (an autocommit connection) to our notification ``channels``, in order,
+    and to a worker's ``own`` channel (``sql.rota.channel``)."""
     with db.cursor() as cursor:
         for channel in channels:
             cursor.execute(sql.LISTEN[channel])
+        if own is not None:
+            cursor.execute(sql.LISTEN_OWN.format(channel=own))

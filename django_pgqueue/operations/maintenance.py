@@ -46,11 +46,13 @@ def report_worker(
     threads: int,
     jobs_done: int,
     abandoned: Sequence[int] = (),
+    listening: bool = False,
 ) -> tuple[str, int] | None:
     """Insert or refresh this worker's row (on every heartbeat); returns the host and pid the
     row named before, if it existed: another process's, under a ``worker_id`` both use.
 
-    ``abandoned``: the jobs whose abandoned attempt's thread still runs in this worker."""
+    ``abandoned``: the jobs whose abandoned attempt's thread still runs in this worker;
+    ``listening``: whether its listening connection is open (``enqueue()`` may wake it)."""
     with db.cursor() as cursor:
         cursor.execute(
             sql.UPSERT_WORKER,
@@ -62,6 +64,7 @@ def report_worker(
                 "threads": threads,
                 "jobs_done": jobs_done,
                 "abandoned": dumps(sorted(set(abandoned))),
+                "listening": listening,
             },
         )
         row = cursor.fetchone()

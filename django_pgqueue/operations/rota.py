@@ -43,10 +43,23 @@ def _queues(value: Any) -> tuple[str, ...]:
     return tuple(str(q) for q in value or ())
 
 
-def pass_wake(db: Database, queue: str, ticket: int, jobs: int, hops: int) -> None:
-    """Notify the workers of ``queue`` with ``ticket``, about ``jobs`` jobs: the worker of the
-    rota it picks claims (``hops`` so far, so that a wake nobody can take goes round once)."""
+def pass_wake(db: Database, worker_id: str, queue: str, ticket: int, jobs: int, hops: int) -> None:
+    """Wake ``worker_id`` (on its own channel) for ``jobs`` jobs of ``queue``, with ``ticket``
+    (``hops`` so far, so that a wake nobody can take goes round once)."""
     with db.cursor() as cursor:
         cursor.execute(
-            enqueue_sql.PASS_WAKE, {"queue": queue, "ticket": ticket, "jobs": jobs, "hops": hops}
+            enqueue_sql.PASS_WAKE,
+            {
+                "channel": sql.channel(worker_id),
+                "queue": queue,
+                "ticket": ticket,
+                "jobs": jobs,
+                "hops": hops,
+            },
         )
+
+
+def mark_listening(db: Database, worker_id: str) -> None:
+    """The worker's listening connection is open (the listener, once it LISTENs)."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.MARK_LISTENING, [worker_id])

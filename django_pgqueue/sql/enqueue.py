@@ -20,21 +20,22 @@ INSERT_COLUMNS = (
     "trace_context",
 )
 
-# Notifications (docs/worker.md, "How workers wake"): ``enqueue()`` notifies after its
-# transaction commits (:data:`WAKE`), not in it: the lock PostgreSQL takes to commit a
+# Notifications (docs/worker.md, "How workers wake"): by default ``enqueue()`` notifies after
+# its transaction commits (:data:`WAKE`), not in it: the lock PostgreSQL takes to commit a
 # transaction that notified (``PreCommit_Notify``) serializes every such commit, WAL flush
 # included, so many web processes enqueueing at once would commit one at a time. Each statement
-# that inserts jobs sets ``pgqueue.notify`` for its transaction so that the insert trigger
-# (migration ``0020_notify_tickets``) leaves it out: in ``RETURNING``, evaluated row by row
-# before the statement's AFTER triggers run. Any other INSERT is notified by the trigger.
-_DEFER = "set_config('pgqueue.notify', 'after_commit', true)"
+# that inserts jobs sets ``pgqueue.notify`` for its transaction to the last parameter:
+# ``'after_commit'`` keeps the insert trigger (migration ``0020_wake_rota``) out of it,
+# ``'in_transaction'`` (``PGQUEUE_NOTIFY``) lets it notify. In ``RETURNING``, evaluated row by
+# row before the statement's AFTER triggers run. Any other INSERT is notified by the trigger.
+_NOTIFY_MODE = "set_config('pgqueue.notify', %s::text, true)"
 
 INSERT_ONE = f"""
 INSERT INTO {TABLE} ({", ".join(INSERT_COLUMNS)})
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at, {_DEFER}
+RETURNING id, run_after, created_at, {_NOTIFY_MODE}
 """
 
 # Jobs with a limit above one or a rate (docs/control.md): two more columns. Only these
@@ -45,7 +46,7 @@ INSERT INTO {TABLE} ({", ".join(_LIMITED_COLUMNS)})
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at, {_DEFER}
+RETURNING id, run_after, created_at, {_NOTIFY_MODE}
 """
 
 #: ``count`` ids from the job table's sequence, in order, and the transaction's ``now()`` (what
@@ -69,7 +70,7 @@ INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempt
 SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
-RETURNING id, run_after, {_DEFER}
+RETURNING id, run_after, {_NOTIFY_MODE}
 """
 
 COPY_MANY = f"""
@@ -97,26 +98,29 @@ COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, 
 FROM STDIN
 """
 
-#: Before a COPY of jobs: the trigger leaves this transaction out (see ``_DEFER``).
-DEFER_NOTIFY = f"SELECT {_DEFER}"
+#: Before a COPY of jobs: the trigger leaves this transaction out, or not (``_NOTIFY_MODE``).
+NOTIFY_MODE = f"SELECT {_NOTIFY_MODE}"
 
-#: Wake the workers of the queues ``%s`` (``%s`` jobs each), once the jobs' transaction
-#: committed: one notification a queue, ``'<queue> <ticket> <jobs>'``, the ticket (this
-#: transaction's id) picking the listening worker that claims (``worker.rota``). In a
+#: Wake a worker of each of the queues ``%(queues)s`` (``%(jobs)s`` jobs each, the first one's
+#: id ``%(tickets)s``), once the jobs' transaction committed: ``pgqueue_wake`` (migration
+#: ``0020_wake_rota``) notifies, for each queue, the worker the ticket picks among the live
+#: listening workers of the queue (the rota, ``worker.rota``), on its own channel (none
+#: listening: nothing). In a
 #: transaction of its own that commits without waiting for its WAL flush: a notification lost
 #: in a crash costs a poll, never a job.
-WAKE = f"""SELECT set_config('synchronous_commit', 'off', true),
-    pg_notify('{NOTIFY_CHANNEL}', w.q || ' ' || txid_current() || ' ' || w.n)
-FROM unnest(%s::text[], %s::int[]) AS w(q, n)"""
+WAKE = """SELECT set_config('synchronous_commit', 'off', true),
+    pgqueue_wake(%(queues)s::text[], %(jobs)s::int[], %(tickets)s::bigint[])"""
 
 #: A worker passes a wake on to the next worker of the rota (it had no room for the jobs, or
-#: took as many as it could): ``%(queue)s``, the next ``%(ticket)s``, the ``%(jobs)s`` it did
-#: not take, the ``%(hops)s`` so far.
-PASS_WAKE = f"""SELECT set_config('synchronous_commit', 'off', true),
-    pg_notify('{NOTIFY_CHANNEL}', %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
+#: took as many as it could), on that worker's ``%(channel)s``: ``%(queue)s``, the next
+#: ``%(ticket)s``, the ``%(jobs)s`` it did not take, the ``%(hops)s`` so far.
+PASS_WAKE = """SELECT set_config('synchronous_commit', 'off', true),
+    pg_notify(%(channel)s::text, %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
               || %(jobs)s::int || ' ' || %(hops)s::int)"""
 #: The workers' listener subscribes to these: new jobs (the trigger and ``NOTIFY``), control
 #: requests (cancel) and schedule changes.
 LISTEN = {
     channel: f"LISTEN {channel}" for channel in (NOTIFY_CHANNEL, CONTROL_CHANNEL, SCHEDULE_CHANNEL)
 }
+#: The worker's own channel (``sql.rota.channel``: ``pgqueue.`` and hex digits, quoted).
+LISTEN_OWN = 'LISTEN "{channel}"'

@@ -1,4 +1,4 @@
--- The queue's schema after migration 0020_notify_tickets: every pgqueue_* object.
+-- The queue's schema after migration 0020_wake_rota: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -10,8 +10,9 @@ BEGIN
     IF current_setting('pgqueue.notify', true) = 'after_commit' THEN
         RETURN NULL;
     END IF;
-    PERFORM pg_notify('pgqueue', q.queue || ' ' || txid_current() || ' ' || q.n)
-    FROM (SELECT queue, count(*) AS n FROM inserted GROUP BY queue) q;
+    PERFORM pgqueue_wake(array_agg(q.queue), array_agg(q.n), array_agg(q.first))
+    FROM (SELECT queue, count(*)::integer AS n, min(id) AS first
+          FROM inserted GROUP BY queue) q;
     RETURN NULL;
 END;
 $$;
@@ -142,6 +143,29 @@ BEGIN
                 NEW.run_after, NEW.concurrency_key, NEW.rate_key, NEW.concurrency_limit);
     END IF;
     RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_wake(text[], integer[], bigint[])
+CREATE FUNCTION public.pgqueue_wake(queues text[], jobs integer[], tickets bigint[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify(r.channel, w.q || ' ' || w.t || ' ' || w.n)
+    FROM unnest(queues, jobs, tickets) AS w(q, n, t)
+    JOIN LATERAL (
+        SELECT 'pgqueue.' || left(md5(x.worker_id), 20) AS channel
+        FROM (
+            SELECT p.worker_id,
+                   row_number() OVER (ORDER BY p.worker_id COLLATE "C") - 1 AS k,
+                   count(*) OVER () AS size
+            FROM pgqueue_worker p
+            WHERE p.listening AND p.stopped_at IS NULL
+              AND p.last_seen_at > now() - interval '5 minutes'
+              AND (p.queues = '[]'::jsonb OR p.queues ? w.q)
+        ) x
+        WHERE x.k = w.t % x.size
+    ) r ON true;
 END;
 $$;
 
@@ -390,6 +414,7 @@ CREATE TABLE public.pgqueue_worker (
     jobs_done bigint NOT NULL,
     stopped_at timestamp with time zone,
     abandoned jsonb DEFAULT '[]'::jsonb NOT NULL,
+    listening boolean DEFAULT false NOT NULL,
     CONSTRAINT pgqueue_worker_pid_check CHECK ((pid >= 0)),
     CONSTRAINT pgqueue_worker_threads_check CHECK ((threads >= 0))
 );

@@ -28,7 +28,8 @@ logger = get_logger("django_pgqueue.worker")
 # How long the loop waits before looking again when runnable jobs exist that it could not
 # claim (locked by another claim, or waiting for their concurrency key).
 BLOCKED_RECHECK = 0.2
-# How often a claim also takes back the jobs of workers that stopped heartbeating.
+# How often a claim also takes back the jobs of workers that stopped heartbeating (one worker
+# alone; spread over the workers sharing its queues: ``Rota.spread``).
 RECLAIM_INTERVAL = 1.0
 # How old the worker's reading of which claim the database needs may grow (a change of the
 # queues' settings is heard at once, through NOTIFY; limited jobs come without one).
@@ -202,7 +203,8 @@ class Claimer:
         self, limit: int, *, reclaim: bool, fresh: int | None = None
     ) -> tuple[list[Job], int]:
         if reclaim:
-            self.next_reclaim = time.monotonic() + RECLAIM_INTERVAL
+            # The fleet's: with many workers sharing its queues, each reclaims that much less.
+            self.next_reclaim = time.monotonic() + self._spread(RECLAIM_INTERVAL)
         request = operations.ClaimRequest(
             worker_id=self.worker_id,
             limit=limit,

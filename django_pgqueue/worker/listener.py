@@ -15,6 +15,7 @@ between threads. A connection the loop finds broken goes back to the thread.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from django_pgqueue.operations import CONNECTION_ERRORS
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
+from django_pgqueue.sql.rota import channel
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.rota import Wake
@@ -58,6 +60,8 @@ class Listener(threading.Thread):
         self.on_schedules = on_schedules
         #: A job notification with a ticket, for the rota to decide (None: wake for each).
         self.on_jobs = on_jobs
+        #: This worker's own channel: a notification there picked it (``sql.enqueue.WAKE``).
+        self.channel = channel(worker_id)
         self.stopping = threading.Event()
         self.listening = threading.Event()
         #: The listening connection, while the loop reads it (None: being (re)connected).
@@ -129,6 +133,8 @@ class Listener(threading.Thread):
                 self.on_schedules()
         else:
             wake = Wake.parse(payload)
+            if channel == self.channel:
+                wake = dataclasses.replace(wake, direct=True)
             if self.queues is not None and wake.queue not in self.queues:
                 return
             if wake.ticket is None or self.on_jobs is None:
@@ -167,7 +173,10 @@ class Listener(threading.Thread):
             channels.append(CONTROL_CHANNEL)
         if self.on_schedules is not None:
             channels.append(SCHEDULE_CHANNEL)
-        operations.listen(self.connection, channels)
+        # Marked first (a wake sent in between waits for a poll): the connection's last
+        # statement stays the LISTEN, which is how pg_stat_activity shows a listener.
+        operations.mark_listening(self.connection, self.worker_id)
+        operations.listen(self.connection, channels, own=self.channel)
         if self.on_schedules is not None:
             self.on_schedules()
         self._lost.clear()

@@ -176,7 +176,9 @@ class Worker:
         )
         #: Periodic work, run by the loop when due; the first heartbeat registers the worker.
         self.housekeeping = Housekeeping()
-        self.housekeeping.add("heartbeat", self._heartbeat, settings.HEARTBEAT_INTERVAL)
+        self._heartbeat_task = self.housekeeping.add(
+            "heartbeat", self._heartbeat, settings.HEARTBEAT_INTERVAL
+        )
         # The prune does not wake the loop: it runs at the loop's next turn once due.
         self.housekeeping.add(
             "prune", lambda: prune(self._connection), settings.PRUNE_INTERVAL, wakes=False
@@ -442,7 +444,7 @@ class Worker:
             elif isinstance(event, Wake):
                 if self._rota is None or event.ticket is None:
                     self._woken = True
-                elif self._rota.mine(event.queue, event.ticket):
+                elif event.direct or self._rota.mine(event.queue, event.ticket):
                     self._woken = True
                     self._wakes.append(event)
             elif event is _SCHEDULES_CHANGED:
@@ -451,6 +453,8 @@ class Worker:
             elif isinstance(event, ControlEvent):
                 if event.payload in ("cancel", "reconnected"):
                     self._control.notified()
+                if event.payload == "reconnected":  # listening (again): say so in its row
+                    self._heartbeat_task.next_at = 0.0
                 if event.payload != "cancel":
                     self._queue_settings_task.next_at = 0.0
             elif isinstance(event, Outcome):
@@ -525,6 +529,7 @@ class Worker:
             self.threads,
             self.stats.finished,
             self._executors.abandoned_alive(),
+            listening=self._listening(),
         )
         self._claimer.reported(before)
 

@@ -1,23 +1,31 @@
 """Which worker a job notification wakes, and how often an idle worker polls: the wake rota.
 
-Every listening worker hears every ``NOTIFY pgqueue``. Were each to claim, one job would cost a
-claim per idle worker, and with tens of them PostgreSQL's CPU goes to empty claims while the
-job waits behind them (docs/scaling.md). Instead each notification names a ticket
-(``'<queue> <ticket>'``: the notifying transaction's id, ``sql.enqueue.WAKE``), and every
-worker reads the same rota, the live listening workers of that queue sorted by id
-(:func:`~django_pgqueue.operations.peers`, read again every :data:`REFRESH` seconds): the
-worker at ``ticket mod len(rota)`` claims, the others go back to sleep.
+Were every listening worker to claim for every job notification, one job would cost a claim
+(and a process woken) per idle worker, and with tens of them the job waits behind them
+(docs/scaling.md). Instead a notification names a ticket (``'<queue> <ticket> <jobs>'``: the
+first job's id, so consecutive enqueues take turns), and the rota, the live listening workers
+of the queue sorted by id, picks ``rota[ticket mod len(rota)]``:
+
+* ``enqueue()`` reads the rota from the workers' rows (``pgqueue_worker.listening``) when it
+  notifies, and notifies the picked worker on its own channel (``sql.enqueue.WAKE``,
+  ``sql.rota.channel``): no other worker, nor its process, wakes;
+* a notification on the common channel (the insert trigger's, for writes by hand) is heard by
+  every worker, and each reads its own copy of the rota (:func:`~django_pgqueue.operations.peers`
+  from ``pg_stat_activity``, every :data:`REFRESH` seconds fleet-wide): only the pick claims.
+
+Each reading also unmarks the rows of workers whose listening connection is gone (a process
+that dies takes its connection with it), so that ``enqueue()`` stops picking them: until then
+their share of the notifications waits for a poll.
 
 A worker woken that cannot take the jobs (no free thread), or whose claim came back full (more
-may wait), passes the wake on to the next worker of the rota (:meth:`Rota.pass_on`, a
-notification of its own), once round at most. Until a worker that stopped leaves the others'
-rota (a refresh: a dead process's listening connection is gone at once), its share of the
-notifications waits for a poll.
+may wait), passes the wake on to the next worker of the rota, on that worker's channel
+(:meth:`Rota.pass_on`), once round at most.
 
 Polls are the safety net under LISTEN and the only way jobs are found without it (PgBouncer
 in transaction mode): an idle worker polls every ``PGQUEUE_POLL_INTERVAL`` times the number of
 live workers that share a queue with it (jittered), so that the fleet together polls about once
-an interval, however many workers it has (:meth:`Rota.spread`).
+an interval, however many workers it has (:meth:`Rota.spread`). So do its stale-job recovery
+and its readings of the rota.
 """
 
 from __future__ import annotations
@@ -33,8 +41,10 @@ from django_pgqueue.printable import get_logger
 
 logger = get_logger("django_pgqueue.worker")
 
-#: Seconds between readings of the rota.
+#: Seconds between readings of the rota, fleet-wide.
 REFRESH = 2.0
+#: ... but each worker at least this often (its own reading picks the worker it passes a wake to).
+REFRESH_MAX = 10.0
 
 
 class Rota:
@@ -49,13 +59,17 @@ class Rota:
         self._listening: dict[str, list[str]] = {}
 
     def refresh(self, db: Database) -> float:
-        """Read the live workers again; returns the seconds until the next reading."""
+        """Read the live workers again (and unmark the rows of workers no longer listening);
+        returns the seconds until the next reading: the fleet reads about every
+        :data:`REFRESH` seconds, each worker that many times less often (up to
+        :data:`REFRESH_MAX`)."""
         self.peers = operations.peers(db, alive=3 * settings.HEARTBEAT_INTERVAL)
         self._listening = {}
-        return REFRESH
+        return min(self.spread(REFRESH), REFRESH_MAX)
 
     def listening(self, queue: str) -> list[str]:
-        """The ids of the live listening workers that serve ``queue``, sorted."""
+        """The ids of the live listening workers that serve ``queue``, sorted (by code point,
+        as ``sql.enqueue.WAKE`` sorts them)."""
         found = self._listening.get(queue)
         if found is None:
             found = [p.worker_id for p in self.peers if p.listening and p.serves(queue)]
@@ -89,10 +103,12 @@ class Rota:
 
     def pass_on(self, db: Database, wake: Wake, jobs: int) -> bool:
         """Pass on ``wake``, for the ``jobs`` this worker did not take, to the next worker of
-        the rota, once round at most; returns whether it was passed."""
-        if wake.ticket is None or wake.hops + 1 >= len(self.listening(wake.queue)):
+        the rota (on its own channel), once round at most; returns whether it was passed."""
+        rota = self.listening(wake.queue)
+        if wake.ticket is None or wake.hops + 1 >= len(rota):
             return False
-        operations.pass_wake(db, wake.queue, wake.ticket + 1, jobs, wake.hops + 1)
+        ticket = wake.ticket + 1
+        operations.pass_wake(db, rota[ticket % len(rota)], wake.queue, ticket, jobs, wake.hops + 1)
         return True
 
     def sharing(self) -> int:
@@ -121,12 +137,14 @@ class Wake:
     jobs: int = 1
     #: How many workers passed it on so far.
     hops: int = 0
+    #: It came on this worker's own channel: the sender picked this worker.
+    direct: bool = False
 
     @classmethod
     def parse(cls, payload: str) -> Wake:
         queue, *numbers = payload.split(" ")
         try:
-            values = [int(n) for n in numbers[:3]]
+            ticket, jobs, hops = [int(n) for n in numbers[:3]] + [None, 1, 0][len(numbers) :]
         except ValueError:
             return cls(payload)
-        return cls(queue, *values)
+        return cls(queue, ticket, jobs or 1, hops or 0)

@@ -6,10 +6,11 @@ docs/scaling.md).
   first line) p50/p95, claims per job (``pg_stat_statements``, when the server has it), the
   workers' connections, PostgreSQL CPU per job over the trickle and per idle worker before it.
 * ``producers``: ``--processes`` P processes each committing one-job transactions
-  (``transaction.atomic(): enqueue()``) for ``--stress`` seconds, in interleaved rounds: with
-  the notification after commit (the default), with none (``PGQUEUE_NOTIFY = False``), and with
-  a NOTIFY inside the transaction as before 0.3 (what the commit's lock costs). Enqueues a
-  second of each, and the ratio of the first two.
+  (``transaction.atomic(): enqueue()``) for ``--producer-seconds``, in interleaved rounds: with
+  the notification after commit (the default), with none (``PGQUEUE_NOTIFY = False``), and
+  inside the transaction (``"in_transaction"``: what the lock on notifying commits costs).
+  Enqueues a second of each, and the ratio of the first two. Run it with listening workers of
+  the queue, or not: ``enqueue()`` notifies the same.
 """
 
 from __future__ import annotations
@@ -186,15 +187,14 @@ def _produce(queue: str, mode: str, seconds: float, out: Any) -> None:
 
     handle = register_jobs().noop.using(queue=queue)
     alias = settings.DATABASE
-    django_settings.PGQUEUE_NOTIFY = mode == "after commit"
+    django_settings.PGQUEUE_NOTIFY = {"after commit": True, "off": False}.get(
+        mode, "in_transaction"
+    )
     done = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         with transaction.atomic(using=alias):
             handle.enqueue()
-            if mode == "in transaction":
-                with connections[alias].cursor() as cursor:
-                    cursor.execute("SELECT pg_notify('pgqueue', %s)", [f"{queue} 0 1"])
         done += 1
     connections.close_all()
     out.put(done)

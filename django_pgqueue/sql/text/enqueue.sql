@@ -7,14 +7,14 @@ INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_att
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
 DO NOTHING
-RETURNING id, run_after, created_at, set_config('pgqueue.notify', 'after_commit', true)
+RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 
 -- name: INSERT_ONE_LIMITED
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, concurrency_limit, rate_key)
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
 DO NOTHING
-RETURNING id, run_after, created_at, set_config('pgqueue.notify', 'after_commit', true)
+RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 
 -- name: RESERVE_IDS
 WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence(%s, 'id')::regclass AS seq),
@@ -27,7 +27,7 @@ INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_att
 SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
-RETURNING id, run_after, set_config('pgqueue.notify', 'after_commit', true)
+RETURNING id, run_after, set_config('pgqueue.notify', %s::text, true)
 
 -- name: COPY_MANY
 COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key)
@@ -48,17 +48,16 @@ COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attemp
               concurrency_limit, rate_key, trace_context)
 FROM STDIN
 
--- name: DEFER_NOTIFY
-SELECT set_config('pgqueue.notify', 'after_commit', true)
+-- name: NOTIFY_MODE
+SELECT set_config('pgqueue.notify', %s::text, true)
 
 -- name: WAKE
 SELECT set_config('synchronous_commit', 'off', true),
-    pg_notify('pgqueue', w.q || ' ' || txid_current() || ' ' || w.n)
-FROM unnest(%s::text[], %s::int[]) AS w(q, n)
+    pgqueue_wake(%(queues)s::text[], %(jobs)s::int[], %(tickets)s::bigint[])
 
 -- name: PASS_WAKE
 SELECT set_config('synchronous_commit', 'off', true),
-    pg_notify('pgqueue', %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
+    pg_notify(%(channel)s::text, %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
               || %(jobs)s::int || ' ' || %(hops)s::int)
 
 -- name: LISTEN['pgqueue']
@@ -69,3 +68,6 @@ LISTEN pgqueue_control
 
 -- name: LISTEN['pgqueue_schedules']
 LISTEN pgqueue_schedules
+
+-- name: LISTEN_OWN
+LISTEN "{channel}"
