@@ -9,8 +9,9 @@ docs/scaling.md).
   (``transaction.atomic(): enqueue()``) for ``--producer-seconds``, in interleaved rounds: with
   the notification after commit (the default), with none (``PGQUEUE_NOTIFY = False``), and
   inside the transaction (``"in_transaction"``: what the lock on notifying commits costs).
-  Enqueues a second of each, and the ratio of the first two. Run it with listening workers of
-  the queue, or not: ``enqueue()`` notifies the same.
+  Enqueues a second of each, and the ratio of the first two. One idle listening worker is
+  registered (a row and a connection on its channel, nothing more): notifications go out as
+  they would to a fleet at rest, and no worker's CPU is in the figure.
 """
 
 from __future__ import annotations
@@ -208,6 +209,18 @@ def run_producers(options: FleetOptions, progress: Progress | None = None) -> Fl
     modes = ("after commit", "off", "in transaction")
     rates: dict[str, list[float]] = {mode: [] for mode in modes}
     context = multiprocessing.get_context("fork")
+    # An idle worker of the queue, as enqueue() sees one: a row marked listening, and its
+    # connection on its own channel (no worker runs: the producers' figure is theirs alone).
+    from django_pgqueue import operations
+    from django_pgqueue.sql.rota import LISTENER_PREFIX, channel
+    from django_pgqueue.worker.connection import QueueConnection
+
+    listener_id = f"{queue}:listener"
+    listener = QueueConnection(settings.DATABASE, LISTENER_PREFIX + listener_id)
+    operations.report_worker(
+        operations.DjangoDatabase(settings.DATABASE), listener_id, [queue], 1, 0, listening=True
+    )
+    operations.listen(listener, [], own=channel(listener_id))
     try:
         for round_ in range(options.rounds):
             for mode in modes:
@@ -227,8 +240,10 @@ def run_producers(options: FleetOptions, progress: Progress | None = None) -> Fl
                 progress.finish(f"{total / options.seconds:,.0f} enqueues/s")
                 database.delete_queue(queue, 0)
     finally:
+        listener.close()
         database.drop_broken_connection()
         database.delete_queue(queue, 0)
+        database.delete_worker_rows(queue)
     medians = {mode: percentile(values, 50) for mode, values in rates.items()}
     for mode in modes:
         result.figures[f"enqueues_per_s_notify_{mode.replace(' ', '_')}"] = round(medians[mode])
