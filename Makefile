@@ -14,7 +14,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-PYTEST_ARGS ?= --durations=40
+# Three pytest processes, a module each at a time (a module's fixtures and workers stay in one):
+# the suite mostly waits for worker subprocesses and servers, so 2 cores run it ~2.5x faster.
+PYTEST_ARGS ?= -n 3 --dist loadfile --durations=40
 TOX_ARGS ?=
 
 # tox finds python3.12 / python3.13 on PATH: put pyenv's installed versions there.
