@@ -14,9 +14,11 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
+PYTEST_ARGS ?= --durations=40
 # Three pytest processes, a module each at a time (a module's fixtures and workers stay in one):
 # the suite mostly waits for worker subprocesses and servers, so 2 cores run it ~2.5x faster.
-PYTEST_ARGS ?= -n 3 --dist loadfile --durations=40
+# PYTEST_PARALLEL= (empty) runs it in one process.
+PYTEST_PARALLEL ?= -n 3 --dist loadfile
 TOX_ARGS ?=
 
 # tox finds python3.12 / python3.13 on PATH: put pyenv's installed versions there.
@@ -36,7 +38,7 @@ demo: $(VENV)/.installed-example ## Run the demo: example project, jobs, workers
 
 test: $(VENV)/.installed-dev ## Run the test suite on the newest Django (what CI runs)
 	@$(PY) scripts/provision.py
-	@$(PY) scripts/pgdb.py exec -- $(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) scripts/pgdb.py exec -- $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev ## ruff check and ruff format --check
 	$(PY) -m ruff check .
