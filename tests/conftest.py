@@ -94,7 +94,35 @@ SLOW_MODULES = {
 }
 
 
+#: Modules that test the worker and the queue's SQL against PostgreSQL and the OS (real
+#: ``run_jobs`` processes, concurrent claims, held and limited backlogs, wakes, cancels, logs
+#: and traces of runs): none of them goes through an API Django changes between versions, and
+#: together they are most of the suite's time. Marked slow too: run once, on the newest Django.
+#: The Django-facing modules (enqueue and on_commit, admin, checks, migrations, views, the
+#: tasks backend, the pool, the queue database's router) run on every supported Django.
+WORKER_MODULES = {
+    "test_cancel.py",
+    "test_claim.py",
+    "test_events.py",
+    "test_fencing.py",
+    "test_held.py",
+    "test_held_queues.py",
+    "test_interruptions.py",
+    "test_limits.py",
+    "test_logs.py",
+    "test_logs_context.py",
+    "test_parked.py",
+    "test_queue_control.py",
+    "test_ready_ring.py",
+    "test_tracing.py",
+    "test_wake.py",
+    "test_worker_parts.py",
+    "test_worker_process.py",
+    "test_worker_reload.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SLOW_MODULES:
+        if item.path.name in SLOW_MODULES or item.path.name in WORKER_MODULES:
             item.add_marker(pytest.mark.slow)

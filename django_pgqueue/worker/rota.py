@@ -37,9 +37,6 @@ from dataclasses import dataclass
 from django_pgqueue import operations
 from django_pgqueue.conf import settings
 from django_pgqueue.operations import Database, Peer
-from django_pgqueue.printable import get_logger
-
-logger = get_logger("django_pgqueue.worker")
 
 #: Seconds between readings of the rota, fleet-wide.
 REFRESH = 2.0
