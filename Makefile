@@ -38,7 +38,8 @@ demo: $(VENV)/.installed-example ## Run the demo: example project, jobs, workers
 
 test: $(VENV)/.installed-dev ## Run the test suite on the newest Django (what CI runs)
 	@$(PY) scripts/provision.py
-	@$(PY) scripts/pgdb.py exec -- $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	@$(PY) scripts/pgdb.py exec -- $(PY) -m pytest $(PYTEST_PARALLEL) -m "not alone" $(PYTEST_ARGS)
+	@$(PY) scripts/pgdb.py exec -- $(PY) -m pytest -m alone $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev ## ruff check and ruff format --check
 	$(PY) -m ruff check .

@@ -122,7 +122,15 @@ WORKER_MODULES = {
 }
 
 
+#: Modules whose tests depend on a worker keeping time under load (job timeouts, a host cut off
+#: past the visibility timeout): `make test` and tox run them by themselves, after the rest has
+#: run in parallel processes (marked ``alone``).
+ALONE_MODULES = {"test_hosts.py", "test_pool.py"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.path.name in ALONE_MODULES:
+            item.add_marker(pytest.mark.alone)
         if item.path.name in SLOW_MODULES or item.path.name in WORKER_MODULES:
             item.add_marker(pytest.mark.slow)
