@@ -269,8 +269,10 @@ def cut_one_host(made: Hosts, queue: ClusterQueue, runs: Path, **env: str) -> No
         wait_until(fenced, timeout=60, interval=0.1)
     except AssertionError:
         raise AssertionError(f"late outcomes never written:\n{made.output(victim)}") from None
+    # Long enough (about 5 s of work for the others) that host 0's next poll finds some: its
+    # polls are the fleet's (every poll interval times the 8 workers, jittered), not its own.
     second = 240
-    queue.enqueue_many(jobs.host_run, [(str(runs), 0.05)] * second)
+    queue.enqueue_many(jobs.host_run, [(str(runs), 0.5)] * second)
     wait_until(lambda: completed(queue) == first + second, timeout=90, interval=0.1)
     rejoined = time.monotonic() - cut_at
 
