@@ -245,3 +245,39 @@ def test_settling_after_a_lost_connection_hands_back_only_the_jobs_the_worker_ne
     finally:
         queue_connection.close()
     assert Job.objects.get(pk=again).status == "running"
+
+
+@pytest.mark.django_db
+def test_claimed_rows_become_jobs_equal_to_the_orms_and_init_signals_still_fire():
+    from django.db.models.signals import post_init
+
+    from django_pgqueue.operations.claim import jobs_from_rows
+
+    job = jobs.add.enqueue(2, 3)
+    with connection.cursor() as cursor:
+        # Django loads jsonb as text, as the claim's rows come.
+        cursor.execute(f"SELECT {', '.join(JOB_COLUMNS)} FROM pgqueue_job WHERE id = %s", [job.pk])
+        row = cursor.fetchone()
+    built = jobs_from_rows("default", [row])[0]
+    orm = Job.objects.get(pk=job.pk)
+    assert not built._state.adding and built._state.db == "default"
+    assert built.get_deferred_fields() == {
+        f.attname for f in Job._meta.concrete_fields if f.attname not in JOB_COLUMNS
+    }
+    for name in JOB_COLUMNS:
+        if name != "trace_context":
+            assert getattr(built, name) == getattr(orm, name), name
+    built.refresh_from_db(fields=["cancel_requested_at"])  # a deferred field loads as usual
+    assert built.cancel_requested_at is None
+
+    initialized = []
+
+    def receiver(sender, instance, **kwargs):
+        initialized.append(instance)
+
+    post_init.connect(receiver, sender=Job)
+    try:
+        listened = jobs_from_rows("default", [row])[0]
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert initialized == [listened]

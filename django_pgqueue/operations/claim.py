@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import DEFERRED
+
 from django_pgqueue.operations import ready
 from django_pgqueue.operations.db import UNIQUE_VIOLATIONS, Database
-from django_pgqueue.operations.rows import EMPTY_JSON, job_fields
+from django_pgqueue.operations.rows import (
+    EMPTY_JSON,
+    from_values,
+    init_signals_listen,
+    job_fields,
+)
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import JOB_COLUMNS
 from django_pgqueue.sql import claim as sql
@@ -223,11 +231,13 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
     set to what is wrong, which the performer
     fails without running it. One bad row never breaks the claim or its batch.
     """
-    from django.db.models import DEFERRED
-
     from django_pgqueue.models import Job
 
-    fields, layout = _row_layout()
+    fields = job_fields()
+    layout = _row_layout()
+    claimed = _claimed_fields()
+    pick = operator.itemgetter(*(i for i in layout if i >= 0))
+    fast = not init_signals_listen()
     jobs = []
     for row in rows:
         values = list(row)
@@ -265,15 +275,18 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
                 f"its attempts counter is at the integer limit ({INT_MAX:,}); retry the job "
                 "to reset it"
             )
-        job = Job.from_db(db, fields, [values[i] if i >= 0 else DEFERRED for i in layout])
+        if fast:
+            job = from_values(db, claimed, pick(values))
+        else:
+            job = Job.from_db(db, fields, [values[i] if i >= 0 else DEFERRED for i in layout])
         job.poison = "; ".join(problems) or None
         jobs.append(job)
     return jobs
 
 
 @functools.cache
-def _row_layout() -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """``Job``'s concrete fields, and for each the index of its value in a claim row (-1: not
+def _row_layout() -> tuple[int, ...]:
+    """For each of ``Job``'s concrete fields, the index of its value in a claim row (-1: not
     claimed, so deferred).
 
     ``Model.from_db`` given fewer values than the model has fields looks every field up in the
@@ -283,7 +296,13 @@ def _row_layout() -> tuple[tuple[str, ...], tuple[int, ...]]:
     """
     fields = job_fields()
     index = {column: i for i, column in enumerate(JOB_COLUMNS)}
-    return fields, tuple(index.get(name, -1) for name in fields)
+    return tuple(index.get(name, -1) for name in fields)
+
+
+@functools.cache
+def _claimed_fields() -> tuple[str, ...]:
+    """The fields a claim row holds, in ``Job``'s order (the others are deferred)."""
+    return tuple(name for name, i in zip(job_fields(), _row_layout(), strict=True) if i >= 0)
 
 
 _ARGS = JOB_COLUMNS.index("args")

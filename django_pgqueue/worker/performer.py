@@ -16,6 +16,8 @@ import json
 import logging
 import os
 import sys
+import threading
+import time
 import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -265,13 +267,29 @@ class AttemptConnections(Protocol):
 
 class WorkerConnections:
     """In a worker's executor thread: connections are the thread's own, closed when old or
-    left in a transaction (:func:`end_connections`)."""
+    left in a transaction (:func:`end_connections`).
+
+    Before a job only when the thread's last job ended more than :attr:`FRESH` seconds ago:
+    nothing else uses a thread's connections between its jobs, so right after the last job's
+    pass there is nothing to close (and ``CONN_MAX_AGE`` is kept to within that second). One
+    pass instead of two per job in a backlog: ``connections.all()`` looks every alias up in
+    the thread's ``asgiref`` local, 6 % of a no-op job's worker CPU.
+    """
+
+    FRESH = 1.0
+
+    def __init__(self) -> None:
+        self._thread = threading.local()
 
     def before(self) -> None:
-        end_connections()  # Django's close_old_connections(), which must not raise here either
+        ended = getattr(self._thread, "ended", None)
+        if ended is None or time.monotonic() - ended > self.FRESH:
+            end_connections()  # Django's close_old_connections(), which must not raise here
 
     def after(self, *, failed: bool) -> list[str]:
-        return end_connections()
+        left_open = end_connections()
+        self._thread.ended = time.monotonic()
+        return left_open
 
 
 WORKER_CONNECTIONS = WorkerConnections()
