@@ -10,7 +10,7 @@ measured at 10 % of a no-op job's worker CPU). Nothing else in the package calls
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -103,12 +103,26 @@ _changes = [0]
 
 
 def _forget(*, setting: str, **kwargs: Any) -> None:
-    if setting.startswith(PREFIX):
+    if setting.startswith(PREFIX) or setting == "USE_TZ":
         _changes[0] += 1
         _read.clear()
 
 
 setting_changed.connect(_forget, dispatch_uid="django_pgqueue.conf")
+
+
+def now() -> datetime:
+    """``django.utils.timezone.now()``, with ``USE_TZ`` kept as our settings are (Django's
+    reads it through ``LazySettings`` at every call: the worker asks for the time two or three
+    times a job)."""
+    try:
+        aware = _read["USE_TZ"]
+    except KeyError:
+        changes = _changes[0]
+        aware = bool(django_settings.USE_TZ)
+        if changes == _changes[0]:
+            _read["USE_TZ"] = aware
+    return datetime.now(UTC) if aware else datetime.now()
 
 
 class Settings:

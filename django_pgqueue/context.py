@@ -61,7 +61,7 @@ class CurrentJob:
         worker's, set when its shutdown starts (one per context without it). ``worker_id``: the
         worker running it (its log records say so, :mod:`django_pgqueue.logs`)."""
         #: The job's row; None outside a worker.
-        self.id: int | None = None if job is None else job.pk
+        self.id: int | None = None if job is None else job.id
         self.name: str = name if job is None else job.name
         self.queue: str = queue if job is None else job.queue
         #: The attempt running, from 1.

@@ -33,7 +33,7 @@ FIELDS = ("job_id", "job_name", "queue", "attempt", "worker_id")
 def job_fields(job: Job, worker_id: str | None) -> dict[str, Any]:
     """The ``extra`` of a worker's line about ``job``."""
     return {
-        "job_id": job.pk,
+        "job_id": job.id,
         "job_name": job.name,
         "queue": job.queue,
         "attempt": job.attempts,

@@ -46,3 +46,14 @@ def test_a_value_another_thread_read_during_an_override_is_forgotten_after_it():
         thread.join()
     assert seen == [0.9]
     assert settings.BACKOFF_JITTER == 0.0  # the test settings', read again after the change
+
+
+def test_now_follows_use_tz_as_djangos_does():
+    from django.utils import timezone
+
+    from django_pgqueue.conf import now
+
+    assert now().tzinfo is not None and timezone.is_aware(timezone.now())
+    with override_settings(USE_TZ=False):
+        assert now().tzinfo is None
+    assert now().tzinfo is not None

@@ -181,17 +181,17 @@ def claim(
             logger.warning(
                 "%s #%d reclaimed by %s: %s; %s",
                 job.name,
-                job.pk,
+                job.id,
                 worker_id,
                 job.last_error,
                 f"attempt {job.attempts}/{job.max_attempts} starts"
                 if job.status == JobStatus.RUNNING
                 else f"now {job.status}"
                 + (" (cancelled while it ran)" if job.status == JobStatus.CANCELLED else ""),
-                extra={"job_id": job.pk, "queue": job.queue, "attempt": job.attempts},
+                extra={"job_id": job.id, "queue": job.queue, "attempt": job.attempts},
             )
     order = {name: i for i, name in enumerate(queues or ())}
-    jobs.sort(key=lambda j: (order.get(j.queue, 0), -j.priority, j.run_after, j.pk))
+    jobs.sort(key=lambda j: (order.get(j.queue, 0), -j.priority, j.run_after, j.id))
     return jobs, len(rows)
 
 

@@ -21,9 +21,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db import connections
-from django.utils import timezone
 
-from django_pgqueue import registry
+from django_pgqueue import conf, registry
 from django_pgqueue.conf import settings
 from django_pgqueue.context import CurrentJob, bind
 from django_pgqueue.exceptions import CancelTimeout, ExecutorDied, JobTimeout
@@ -70,7 +69,7 @@ class _Running:
 
     @property
     def attempt(self) -> tuple[int, int]:
-        return (self.job.pk, self.job.attempts)
+        return (self.job.id, self.job.attempts)
 
 
 def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_id: str) -> Outcome:
@@ -80,16 +79,16 @@ def failure_outcome(job: Job, exc: BaseException, started_at: datetime, worker_i
     except Exception:
         logger.exception(
             "Job #%d: could not build its failure outcome",
-            job.pk,
+            job.id,
             extra=job_fields(job, worker_id),
         )
         return Outcome(
-            job_id=job.pk,
+            job_id=job.id,
             claim_token=job.claim_token,
             status=JobStatus.PENDING,
             started_at=started_at,
             finished_at=None,
-            run_after=timezone.now() + timedelta(seconds=60),
+            run_after=conf.now() + timedelta(seconds=60),
             error=f"{type(exc).__name__} (worker error while recording this failure)",
             outcome=Attempt.RETRIED,
             exception=exc,
@@ -154,7 +153,7 @@ class Executors:
         return list(self._work.take_all())
 
     def abandoned(self, job: Job) -> bool:
-        return (job.pk, job.attempts) in self._abandoned
+        return (job.id, job.attempts) in self._abandoned
 
     def abandoned_alive(self) -> list[int]:
         """The jobs whose abandoned attempt's thread is still running the job function (it
@@ -162,7 +161,7 @@ class Executors:
         with self._lock:
             return sorted(
                 {
-                    run.job.pk
+                    run.job.id
                     for attempt, run in self._running.items()
                     if attempt in self._abandoned and run.thread.is_alive()
                 }
@@ -185,7 +184,7 @@ class Executors:
         with self._lock:
             self._asked_to_stop |= job_ids
             for run in self._running.values():
-                if run.job.pk in job_ids and not run.context.cancel_requested:
+                if run.job.id in job_ids and not run.context.cancel_requested:
                     run.context.request_cancel()
                     if self.cancel_timeout is not None:
                         run.cancel_deadline = now + self.cancel_timeout
@@ -207,7 +206,7 @@ class Executors:
         for run in runs:
             text = run.context.take_progress()
             if text is not None:
-                progress[run.job.pk] = text
+                progress[run.job.id] = text
         return progress
 
     def fail_overdue(self) -> list[Outcome]:
@@ -221,20 +220,20 @@ class Executors:
                 if r.overdue(now) and r.attempt not in self._abandoned
             ]
             self._abandoned.update(r.attempt for r in overdue)
-            self._asked_to_stop.difference_update(r.job.pk for r in overdue)
+            self._asked_to_stop.difference_update(r.job.id for r in overdue)
         outcomes = []
         for running in overdue:
             job = running.job
             if running.cancel_deadline is not None and now > running.cancel_deadline:
                 exc: BaseException = CancelTimeout(
-                    f"Job {job.name!r} #{job.pk} was cancelled and still ran "
+                    f"Job {job.name!r} #{job.id} was cancelled and still ran "
                     f"{self.cancel_timeout:g}s later: its thread was abandoned, its result will "
                     "be dropped"
                 )
             else:
                 timeout = self._timeout(job.name) or 0
                 exc = JobTimeout(
-                    f"Job {job.name!r} #{job.pk} ran longer than its {timeout:g}s timeout"
+                    f"Job {job.name!r} #{job.id} ran longer than its {timeout:g}s timeout"
                 )
             outcomes.append(self._fail(running, exc))
             self._start_thread()
@@ -255,13 +254,13 @@ class Executors:
         outcomes = []
         for running in orphans:
             exc = ExecutorDied(
-                f"The executor thread running job {running.job.name!r} #{running.job.pk} died"
+                f"The executor thread running job {running.job.name!r} #{running.job.id} died"
             )
             outcomes.append(self._fail(running, exc))
         for thread in dead:
             # A job it had taken but not started goes back to the queue.
             in_hand = self._work.in_hand(thread)
-            if in_hand is not None and (in_hand.pk, in_hand.attempts) not in self._running:
+            if in_hand is not None and (in_hand.id, in_hand.attempts) not in self._running:
                 self._work.put(in_hand)
         for thread in dead:
             logger.error(
@@ -312,10 +311,10 @@ class Executors:
                 if job is None:
                     connections.close_all()
                     return
-                lost = job.pk in self.lost
+                lost = job.id in self.lost
                 if lost or self._unconfirmed(job):
-                    self._confirmed.pop(job.pk, None)
-                    self.events.put(Dropped(job.pk, unconfirmed=not lost))
+                    self._confirmed.pop(job.id, None)
+                    self.events.put(Dropped(job.id, unconfirmed=not lost))
                     self._work.done()
                     continue
                 outcome, abandoned = self._run_one(job)
@@ -346,7 +345,7 @@ class Executors:
         another worker takes the job over and runs it. Started here too, it would run twice: it
         is dropped instead, and the loop hands it back (pending, no attempt spent) if it is still
         this worker's, or leaves it to the worker that took it."""
-        confirmed = self._confirmed.pop(job.pk, None)
+        confirmed = self._confirmed.pop(job.id, None)
         if confirmed is None:
             return False
         age = time.monotonic() - confirmed
@@ -357,7 +356,7 @@ class Executors:
             "Worker %s: job #%d not started: its lock was last confirmed %.1f s ago (visibility "
             "timeout %g s), another worker may run it",
             self.worker_id,
-            job.pk,
+            job.id,
             age,
             settings.VISIBILITY_TIMEOUT,
         )
@@ -365,8 +364,8 @@ class Executors:
 
     def _run_one(self, job: Job) -> tuple[Outcome, bool]:
         """Run ``job``: its outcome, and whether the loop abandoned it meanwhile (timeout)."""
-        attempt = (job.pk, job.attempts)
-        started_at = timezone.now()
+        attempt = (job.id, job.attempts)
+        started_at = conf.now()
         context = CurrentJob(job, shutdown=self.shutdown, worker_id=self.worker_id)
         try:
             timeout = self._timeout(job.name)
@@ -374,16 +373,16 @@ class Executors:
                 self._running[attempt] = _Running(
                     job, started_at, time.monotonic() + timeout if timeout else None, context
                 )
-                if job.pk in self._asked_to_stop:
+                if job.id in self._asked_to_stop:
                     context.request_cancel()
             if self.journal is not None:
-                self.journal.started(job.pk)
+                self.journal.started(job.id)
             if context.cancel_requested:  # cancelled before it started: not started
                 outcome = Outcome(
-                    job.pk,
+                    job.id,
                     JobStatus.CANCELLED,
                     started_at,
-                    timezone.now(),
+                    conf.now(),
                     claim_token=job.claim_token,
                 )
             else:
@@ -396,7 +395,7 @@ class Executors:
             logger.exception(
                 "Worker %s: error around job #%d",
                 self.worker_id,
-                job.pk,
+                job.id,
                 extra=job_fields(job, self.worker_id),
             )
             outcome = failure_outcome(job, exc, started_at, self.worker_id)
@@ -408,7 +407,7 @@ class Executors:
             self._running.pop(attempt, None)
             abandoned = attempt in self._abandoned
             self._abandoned.discard(attempt)
-            self._asked_to_stop.discard(job.pk)
+            self._asked_to_stop.discard(job.id)
         return outcome, abandoned
 
     def _end_abandoned(self, job: Job | None) -> None:
@@ -420,7 +419,7 @@ class Executors:
         logger.warning(
             "Worker %s: job #%s finished after its timeout; result dropped",
             self.worker_id,
-            job.pk if job is not None else "?",
+            job.id if job is not None else "?",
             extra=job_fields(job, self.worker_id) if job is not None else None,
         )
         connections.close_all()
@@ -435,7 +434,7 @@ class Executors:
             logger.exception(
                 "Worker %s: could not log or journal the outcome of job #%d",
                 self.worker_id,
-                job.pk,
+                job.id,
                 extra=job_fields(job, self.worker_id),
             )
         self.events.put(outcome)
@@ -451,16 +450,16 @@ class Executors:
         logger.error(
             "Worker %s: error in the executor around job #%s; the thread carries on",
             self.worker_id,
-            job.pk if job is not None else "-",
+            job.id if job is not None else "-",
             exc_info=exc,
             extra=job_fields(job, self.worker_id) if job is not None else None,
         )
         if job is None:
             return
-        if outcome is not None and outcome.job_id == job.pk:
+        if outcome is not None and outcome.job_id == job.id:
             self._report(job, outcome)
             return
-        attempt = (job.pk, job.attempts)
+        attempt = (job.id, job.attempts)
         with self._lock:
             running = self._running.pop(attempt, None)
             abandoned = attempt in self._abandoned
@@ -470,9 +469,9 @@ class Executors:
         if running is None:
             self._work.put(job)
             return
-        self._asked_to_stop.discard(job.pk)
+        self._asked_to_stop.discard(job.id)
         died = ExecutorDied(
-            f"The executor running job {job.name!r} #{job.pk} failed around it: "
+            f"The executor running job {job.name!r} #{job.id} failed around it: "
             f"{type(exc).__name__}: {exc}"
         )
         self.events.put(self._fail(running, died))

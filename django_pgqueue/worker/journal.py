@@ -234,7 +234,7 @@ def recover(
             len(written),
         )
     in_hand = operations.locked_jobs(db, worker_id)
-    crashed = [job for job in in_hand if job.pk in started]
+    crashed = [job for job in in_hand if job.id in started]
     if crashed and shutting_down:
         statuses = operations.interrupt(
             db,
@@ -255,7 +255,7 @@ def recover(
     for job in crashed:
         exc = WorkerCrashed(
             f"The worker process {worker_id} died ({how}) while running job "
-            f"{job.name!r} #{job.pk} (attempt {job.attempts} of {job.max_attempts})"
+            f"{job.name!r} #{job.id} (attempt {job.attempts} of {job.max_attempts})"
         )
         outcome = failed(
             job, exc, job.started_at or job.locked_at or job.created_at, worker_id, decide(job)
@@ -264,12 +264,12 @@ def recover(
         logger.warning(
             "Job %s #%d was running when worker %s died (%s): %s",
             job.name,
-            job.pk,
+            job.id,
             worker_id,
             how,
             Attempt.RETRIED.value if outcome.outcome == Attempt.RETRIED else "now dead",
         )
-    unstarted = [job for job in in_hand if job.pk not in started]
+    unstarted = [job for job in in_hand if job.id not in started]
     if unstarted:
         handed = operations.release(db, worker_id, unstarted)
         logger.info(

@@ -503,8 +503,8 @@ class Worker:
 
     def _take(self, jobs: list[Job]) -> None:
         for job in jobs:
-            self._claimed[job.pk] = job
-        self._executors.confirm((job.pk for job in jobs), claimed=True)
+            self._claimed[job.id] = job
+        self._executors.confirm((job.id for job in jobs), claimed=True)
         self._executors.submit(jobs)
         self.stats.claimed += len(jobs)
 
@@ -629,7 +629,7 @@ class Worker:
                     released = True
                     self.stats.released += len(handed)
                     for job in unstarted:
-                        self._claimed.pop(job.pk, None)
+                        self._claimed.pop(job.id, None)
                     if handed:
                         logger.info(
                             "Handed %d unstarted jobs back to the queue (worker %s)",

@@ -23,9 +23,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from django.db import connections
-from django.utils import timezone
 
-from django_pgqueue import registry, signals, tracing
+from django_pgqueue import conf, registry, signals, tracing
 from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import (
@@ -91,12 +90,12 @@ def failed(
     job: Job, exc: BaseException, started_at: datetime, worker_id: str, decision: RetryDecision
 ) -> Outcome:
     """The outcome of a failed attempt: retried after ``decision.delay`` or dead."""
-    now = timezone.now()
+    now = conf.now()
     text = storable_text("".join(traceback.format_exception(exc)))
     entry = _history_entry(job, exc, worker_id, now, text)
     if not decision.final:
         return Outcome(
-            job_id=job.pk,
+            job_id=job.id,
             claim_token=job.claim_token,
             status=JobStatus.PENDING,
             started_at=started_at,
@@ -109,7 +108,7 @@ def failed(
             retry_delay=decision.delay,
         )
     return Outcome(
-        job_id=job.pk,
+        job_id=job.id,
         claim_token=job.claim_token,
         status=JobStatus.DEAD,
         started_at=started_at,
@@ -125,12 +124,12 @@ def interrupted(job: Job, exc: BaseException, started_at: datetime, worker_id: s
     """The outcome of an attempt handed back because its worker shuts down (the job raised
     ``JobInterrupted``): pending again at once, its attempt given back within
     ``PGQUEUE_MAX_INTERRUPTIONS`` (the outcome statement decides: ``sql.outcomes``)."""
-    now = timezone.now()
+    now = conf.now()
     reason = storable_text(str(exc) or "handed back: the worker is shutting down")
     entry = _history_entry(job, exc, worker_id, now, reason)
     entry[Attempt.INTERRUPTED.value] = True
     return Outcome(
-        job_id=job.pk,
+        job_id=job.id,
         claim_token=job.claim_token,
         status=JobStatus.PENDING,
         started_at=started_at,
@@ -150,7 +149,7 @@ def cancelled(outcome: Outcome) -> Outcome:
     return dataclasses.replace(
         outcome,
         status=JobStatus.CANCELLED,
-        finished_at=outcome.finished_at or timezone.now(),
+        finished_at=outcome.finished_at or conf.now(),
         run_after=None,
         outcome=Attempt.CANCELLED,
     )
@@ -183,7 +182,7 @@ def result_json(job: Job, value: Any) -> str:
         else:
             return text
     raise ResultNotStorable(
-        f"Job {job.name!r} #{job.pk} ran, but its return value cannot be stored as its result: "
+        f"Job {job.name!r} #{job.id} ran, but its return value cannot be stored as its result: "
         f"{problem}. The job is not retried (it would do its work again)."
     )
 
@@ -362,25 +361,25 @@ def perform(
 
 def _attempt(job: Job, worker_id: str, attempt_connections: AttemptConnections) -> Outcome:
     attempt_connections.before()
-    started_at = timezone.now()
+    started_at = conf.now()
     signals.send(signals.job_started, job=job, worker_id=worker_id)
     try:
         if job.poison:
-            raise PoisonJob(f"Job {job.name!r} #{job.pk} cannot be run as stored: {job.poison}")
+            raise PoisonJob(f"Job {job.name!r} #{job.id} cannot be run as stored: {job.poison}")
         value = run_in_this_process(job)
         left_open = attempt_connections.after(failed=False)
         if left_open:
             raise TransactionLeftOpen(
-                f"Job {job.name!r} #{job.pk} returned with a transaction still open on "
+                f"Job {job.name!r} #{job.id} returned with a transaction still open on "
                 f"database {', '.join(left_open)}: its writes there were rolled back. Exit every "
                 "transaction.atomic() block before returning."
             )
         outcome = Outcome(
-            job_id=job.pk,
+            job_id=job.id,
             claim_token=job.claim_token,
             status=JobStatus.COMPLETED,
             started_at=started_at,
-            finished_at=timezone.now(),
+            finished_at=conf.now(),
             result_json=result_json(job, value),
         )
     except JobInterrupted as exc:
@@ -452,9 +451,9 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
     level = _level(outcome)
     if not logger.isEnabledFor(level):
         return
-    duration = ((outcome.finished_at or timezone.now()) - outcome.started_at).total_seconds()
+    duration = ((outcome.finished_at or conf.now()) - outcome.started_at).total_seconds()
     extra = {**job_fields(job, worker_id), "outcome": outcome.outcome, "duration": duration}
-    head = f"{job.name} #{job.pk} queue={job.queue} attempt {job.attempts}/{job.max_attempts}"
+    head = f"{job.name} #{job.id} queue={job.queue} attempt {job.attempts}/{job.max_attempts}"
     ran = f"after {_seconds(duration)}"
     exc_info = outcome.exception
     if exc_info is not None and getattr(exc_info, TRACEBACK_LOGGED, False):
@@ -483,7 +482,7 @@ def log_outcome(job: Job, outcome: Outcome, worker_id: str | None = None) -> Non
         # The strategy's delay, not run_after - now: the line is written a moment later.
         wait = outcome.retry_delay
         if wait is None:
-            wait = max((outcome.run_after - timezone.now()).total_seconds(), 0.0)
+            wait = max((outcome.run_after - conf.now()).total_seconds(), 0.0)
         logger.log(
             level,
             "%s failed %s (%s); retry %d/%d in %s at %s",
