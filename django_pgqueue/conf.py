@@ -58,8 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "PREPARED_STATEMENTS": True,
     # Worker: seconds between polls when nothing wakes it.
     "POLL_INTERVAL": 2.0,
-    # Worker: jobs claimed ahead per process in one statement.
-    "BATCH_SIZE": 100,
+    # Worker: the most jobs claimed ahead per process in one statement (claims start at 100 and
+    # double while they come back full: worker.capacity).
+    "BATCH_SIZE": 1000,
     # Worker: completions are written when this many are buffered, or after FLUSH_INTERVAL seconds.
     "FLUSH_SIZE": 100,
     "FLUSH_INTERVAL": 0.05,

@@ -43,7 +43,7 @@ HEARTBEAT_INTERVAL = 0.75
 DROPPED = re.compile(
     r"job #(\d+)'s outcome \w+ dropped; its lock expired and another worker owns it"
 )
-#: The cut tests' claims (``PGQUEUE_BATCH_SIZE``; the default is 100).
+#: The cut tests' claims (``PGQUEUE_BATCH_SIZE``; the default is 1000, claims start at 100).
 CUT_BATCH_SIZE = 16
 #: What the test compares of each job the cut host held, before its return and after.
 HELD_ROW = "id, status, attempts, locked_by, claim_token, locked_at, finished_at, errors, result"

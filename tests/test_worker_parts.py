@@ -194,3 +194,24 @@ def test_an_executor_drops_a_job_whose_lock_went_unconfirmed_for_half_the_timeou
     assert isinstance(seen[1], Outcome) and seen[1].job_id == fresh.pk
     assert marker.read_text().split()[0] == "fresh"  # the stale one never ran
     assert len(marker.read_text().splitlines()) == 1
+
+
+def test_the_claim_size_grows_while_claims_come_back_full_and_falls_back_after_a_short_one():
+    capacity = Capacity(threads=1, batch_size=1000)
+    for _ in range(100):
+        capacity.record(outcome_taking(0.00001))
+    sizes = []
+    for _ in range(6):
+        want = capacity.claim_size(in_flight=0, buffered=0)
+        sizes.append(want)
+        capacity.claimed(want, want)  # a backlog: every claim full
+    assert sizes == [101, 201, 401, 801, 1001, 1001]  # one per thread + a batch up to the cap
+    capacity.claimed(1001, 7)  # the backlog ran out
+    assert capacity.claim_size(in_flight=0, buffered=0) == 101
+    capacity.claimed(3, 3)  # a full claim smaller than a batch (the rest in flight) says nothing
+    assert capacity.claim_size(in_flight=0, buffered=0) == 101
+
+    small = Capacity(threads=1, batch_size=16)  # an explicit --batch-size stays the most
+    for _ in range(5):
+        small.claimed(17, 17)
+    assert small.claim_size(in_flight=0, buffered=0) == 17
