@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from django.db import connections
+from django.db.backends.signals import connection_created
 
 from django_pgqueue import conf, registry, signals, tracing
 from django_pgqueue.arguments import jsonb_storable
@@ -268,24 +269,33 @@ class WorkerConnections:
     """In a worker's executor thread: connections are the thread's own, closed when old or
     left in a transaction (:func:`end_connections`).
 
-    Before a job only when the thread's last job ended more than :attr:`FRESH` seconds ago:
+    Nothing to look at in a thread that has never connected to a database (Django's
+    ``connection_created``: a job that enters ``atomic()`` or runs a query has): a pass looks
+    every alias up in the thread's ``asgiref`` local, a tenth of a no-op job's worker CPU.
+    Before a job, only when the thread's last job ended more than :attr:`FRESH` seconds ago:
     nothing else uses a thread's connections between its jobs, so right after the last job's
-    pass there is nothing to close (and ``CONN_MAX_AGE`` is kept to within that second). One
-    pass instead of two per job in a backlog: ``connections.all()`` looks every alias up in
-    the thread's ``asgiref`` local, 6 % of a no-op job's worker CPU.
+    pass there is nothing to close (and ``CONN_MAX_AGE`` is kept to within that second).
     """
 
     FRESH = 1.0
 
     def __init__(self) -> None:
         self._thread = threading.local()
+        connection_created.connect(self._connected, weak=False, dispatch_uid=id(self))
+
+    def _connected(self, **kwargs: Any) -> None:
+        self._thread.connected = True
 
     def before(self) -> None:
+        if not getattr(self._thread, "connected", False):
+            return
         ended = getattr(self._thread, "ended", None)
         if ended is None or time.monotonic() - ended > self.FRESH:
             end_connections()  # Django's close_old_connections(), which must not raise here
 
     def after(self, *, failed: bool) -> list[str]:
+        if not getattr(self._thread, "connected", False):
+            return []
         left_open = end_connections()
         self._thread.ended = time.monotonic()
         return left_open
