@@ -81,6 +81,7 @@ def pgbouncer(pgbouncer_binary, django_db_setup):  # noqa: F811
 SLOW_MODULES = {
     "test_bench.py",
     "test_bench_scenarios.py",
+    "test_drain_anatomy.py",
     "test_database_faults.py",
     "test_distribution.py",
     "test_faults_jobs.py",
