@@ -170,7 +170,15 @@ STORAGE_CHECKS = {
         "CHECK constraints were added NOT VALID and never validated: rows written before them "
         "may break them (S9, S11)",
     ),
+    "deaf_listeners": (
+        "django_pgqueue.W107",
+        "worker rows say listening while no listening connection of theirs is open: enqueue() "
+        "may pick them to wake, and the job then waits for a poll (S12)",
+    ),
 }
+
+#: The kinds reported as warnings: not a job's rows, and corrected without a repair.
+WARNING_KINDS = frozenset({"deaf_listeners"})
 
 
 #: What to do about a rate window the queue did not write (nothing derives it again).
@@ -186,8 +194,19 @@ UNVALIDATED_HINT = (
     "See docs/storage.md."
 )
 
+#: What to do about worker rows that say listening with their connection gone.
+DEAF_HINT = (
+    "Nothing, as a rule: any worker's reading of the rota (every 2 s or so) clears them. With "
+    "no worker running they do no harm; a worker that starts corrects them (see "
+    "docs/storage.md, S12)."
+)
+
 #: The hint of each kind of violation the workers do not repair.
-HINTS = {"misshapen_windows": WINDOW_HINT, "unvalidated": UNVALIDATED_HINT}
+HINTS = {
+    "misshapen_windows": WINDOW_HINT,
+    "unvalidated": UNVALIDATED_HINT,
+    "deaf_listeners": DEAF_HINT,
+}
 
 #: Commands whose database checks leave the storage's out: they must not wait for a read of
 #: the side tables (a worker's start, a migration, however many jobs wait), and an error would
@@ -239,8 +258,9 @@ def check_storage(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     for violation in found:
         check_id, message = describe(violation)
+        kind = Warning if violation.kind in WARNING_KINDS else Error
         errors.append(
-            Error(
+            kind(
                 f"{message}.",
                 hint=HINTS.get(
                     violation.kind,

@@ -257,6 +257,31 @@ def test_the_check_names_a_constraint_a_migration_left_unvalidated():
     assert violations() == {}
 
 
+def test_the_check_warns_of_a_worker_row_listening_without_its_connection_until_a_reading():
+    from django_pgqueue.models import Worker as WorkerRow
+    from django_pgqueue.sql import rota as rota_sql
+
+    # What a worker killed while listening leaves (its heartbeat never cleared the flag).
+    WorkerRow.objects.create(worker_id="gone:1", hostname="h", pid=1, listening=True)
+    assert violations() == {"deaf_listeners": ("gone:1",)}
+    text = check_output()
+    assert "django_pgqueue.W107" in text and "gone:1" in text and "(S12)" in text
+    assert "django_pgqueue.E1" not in text  # a warning: the command does not fail on it
+    # A listener that is there is fine: one connection named as a worker's listener.
+    listener = connections.create_connection("default")
+    try:
+        with listener.cursor() as cursor:
+            cursor.execute("SET application_name = %s", [f"{rota_sql.LISTENER_PREFIX}here:1"])
+        WorkerRow.objects.create(worker_id="here:1", hostname="h", pid=2, listening=True)
+        assert violations() == {"deaf_listeners": ("gone:1",)}
+        with connection.cursor() as cursor:  # any worker's reading of the rota corrects it
+            cursor.execute(rota_sql.PEERS, {"alive": 60.0})
+        assert violations() == {}
+        assert WorkerRow.objects.get(pk="here:1").listening
+    finally:
+        listener.close()
+
+
 def test_the_check_says_nothing_on_a_database_not_migrated_that_far():
     with migrated_back_to("0011_ready_held_queues"):
         text = check_output()

@@ -9,6 +9,8 @@
 * S3 ``orphaned``: a ready row whose job is gone or not pending.
 * S7 ``misshapen_windows``: a rate window larger than its bound, or whose counts do not match
   its entries (reported; the repair leaves windows alone).
+* S12 ``deaf_listeners``: a worker row that says ``listening`` while no listening connection
+  of that worker is open (reported as a warning: any worker's reading of the rota corrects it).
 * S9, S11 ``unvalidated``: a CHECK constraint of the queue's tables added ``NOT VALID`` whose
   validation did not run (a migration stopped between its two steps): the database enforces it
   on new writes only, so rows written before may break it (reported; validate it).
@@ -23,9 +25,10 @@ restore them, a range of job ids at a time.
 
 from __future__ import annotations
 
-from django_pgqueue.sql import PENDING, TABLE
+from django_pgqueue.sql import PENDING, TABLE, WORKER_TABLE
 from django_pgqueue.sql.limits import BUCKETS, WINDOW_TABLE
 from django_pgqueue.sql.ready import COLUMNS, READY_TABLE, agrees
+from django_pgqueue.sql.rota import LISTENER_OF, LIVE_LISTENERS
 
 #: How many ids each violation names.
 FIRST_IDS = 10
@@ -95,13 +98,27 @@ _UNVALIDATED = f"""SELECT c.conrelid::regclass::text || '.' || c.conname AS id F
     WHERE c.conrelid IN ('{TABLE}'::regclass, '{READY_TABLE}'::regclass, '{WINDOW_TABLE}'::regclass)
       AND c.contype = 'c' AND NOT c.convalidated"""
 
+# S12: what ``sql.rota.PEERS`` corrects at each reading of the rota, read the same way.
+_DEAF_LISTENERS = f"""SELECT w.worker_id AS id FROM {WORKER_TABLE} w
+    WHERE w.listening
+      AND NOT EXISTS (SELECT 1 FROM ({LIVE_LISTENERS}) l
+                      WHERE l.application_name = {LISTENER_OF})"""
+
 #: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them (the first
 #: four name jobs; ``misshapen_windows`` names rate windows, ``unvalidated`` constraints as
-#: ``table.constraint``).
-KINDS = ("stranded", "duplicated", "disagreeing", "orphaned", "misshapen_windows", "unvalidated")
+#: ``table.constraint``, ``deaf_listeners`` workers).
+KINDS = (
+    "stranded",
+    "duplicated",
+    "disagreeing",
+    "orphaned",
+    "misshapen_windows",
+    "unvalidated",
+    "deaf_listeners",
+)
 
 #: The kinds whose first ids are names, not job ids.
-NAMED_KINDS = frozenset({"misshapen_windows", "unvalidated"})
+NAMED_KINDS = frozenset({"misshapen_windows", "unvalidated", "deaf_listeners"})
 
 
 def _summary(kind: str, ids: str) -> str:
@@ -115,7 +132,15 @@ VIOLATIONS = f"WITH {_RANGE}\n" + "\nUNION ALL\n".join(
     _summary(kind, ids)
     for kind, ids in zip(
         KINDS,
-        (_STRANDED, _DUPLICATED, _DISAGREEING, _ORPHANED, _MISSHAPEN_WINDOWS, _UNVALIDATED),
+        (
+            _STRANDED,
+            _DUPLICATED,
+            _DISAGREEING,
+            _ORPHANED,
+            _MISSHAPEN_WINDOWS,
+            _UNVALIDATED,
+            _DEAF_LISTENERS,
+        ),
         strict=True,
     )
 )

@@ -18,10 +18,12 @@ def channel(worker_id: str) -> str:
     return f"{NOTIFY_CHANNEL}." + hashlib.md5(worker_id.encode()).hexdigest()[:20]
 
 
-_LIVE_LISTENERS = f"""SELECT DISTINCT a.application_name FROM pg_stat_activity a
+#: The ``application_name`` of every open listening connection to this database.
+LIVE_LISTENERS = f"""SELECT DISTINCT a.application_name FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, {len(LISTENER_PREFIX)}) = '{LISTENER_PREFIX}'"""
-_LISTENER_OF = f"left('{LISTENER_PREFIX}' || w.worker_id, 63)"
+#: The ``application_name`` the listening connection of the worker row ``w`` has.
+LISTENER_OF = f"left('{LISTENER_PREFIX}' || w.worker_id, 63)"
 
 #: Each live worker (not stopped, seen within ``%(alive)s`` seconds): its id, its queues, and
 #: whether its listening connection to this database is open. That is read from
@@ -30,15 +32,15 @@ _LISTENER_OF = f"left('{LISTENER_PREFIX}' || w.worker_id, 63)"
 #: overdue. A row that says ``listening`` with no such connection is corrected on the way (S12):
 #: ``enqueue()`` picks the worker to wake from the rows.
 PEERS = f"""
-WITH live AS MATERIALIZED ({_LIVE_LISTENERS}),
+WITH live AS MATERIALIZED ({LIVE_LISTENERS}),
 corrected AS (
     UPDATE {WORKER_TABLE} w SET listening = false
     WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM live l WHERE l.application_name = {_LISTENER_OF})
+      AND NOT EXISTS (SELECT 1 FROM live l WHERE l.application_name = {LISTENER_OF})
 )
 SELECT w.worker_id, w.queues, l.application_name IS NOT NULL AS listening
 FROM {WORKER_TABLE} w
-LEFT JOIN live l ON l.application_name = {_LISTENER_OF}
+LEFT JOIN live l ON l.application_name = {LISTENER_OF}
 WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(alive)s)
 """
 

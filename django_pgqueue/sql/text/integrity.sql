@@ -46,6 +46,15 @@ SELECT 'unvalidated' AS kind, count(*) AS n,
     FROM (SELECT c.conrelid::regclass::text || '.' || c.conname AS id FROM pg_constraint c
     WHERE c.conrelid IN ('pgqueue_job'::regclass, 'pgqueue_ready'::regclass, 'pgqueue_rate_window'::regclass)
       AND c.contype = 'c' AND NOT c.convalidated) v
+UNION ALL
+SELECT 'deaf_listeners' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT w.worker_id AS id FROM pgqueue_worker w
+    WHERE w.listening
+      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT a.application_name FROM pg_stat_activity a
+    WHERE a.datname = current_database()
+      AND left(a.application_name, 17) = 'pgqueue listener ') l
+                      WHERE l.application_name = left('pgqueue listener ' || w.worker_id, 63))) v
 
 -- name: NEXT_RANGES
 SELECT
