@@ -147,7 +147,7 @@ def test_the_floor_statements_are_the_checked_in_ones():
         "outcome",
         "drop",
     ]
-    assert "LIMIT 100\n    FOR UPDATE SKIP LOCKED" in statements["claim"]
+    assert f"LIMIT {floor.BATCH_SIZE}\n    FOR UPDATE SKIP LOCKED" in statements["claim"]
     assert statements["drop"] == "DROP TABLE IF EXISTS {table}"
 
 

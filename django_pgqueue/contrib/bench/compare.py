@@ -226,7 +226,7 @@ def settings_of(options: CompareOptions, *, with_pgqueuer: bool) -> dict[str, An
         "threads": options.threads,
         "rounds": options.rounds,
         "batch_size": _batch_size(options),
-        "floor_batch_size": 100,
+        "floor_batch_size": floor.BATCH_SIZE,
         # Which floor.sql the floor ran: the ratio's denominator.
         "floor_sql_sha256": hashlib.sha256(floor.FLOOR_SQL.read_bytes()).hexdigest()[:12],
     }

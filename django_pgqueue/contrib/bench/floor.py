@@ -31,6 +31,8 @@ TABLE_PREFIX = "pgqueue_bench_floor_"
 #: worker's number (``setup`` for the benchmark's own).
 APPLICATION_PREFIX = "pgqueue bench floor "
 NOOP = "noop"
+#: Jobs per claim: the claim's ``LIMIT`` in ``floor.sql``, written there as a constant.
+BATCH_SIZE = 100
 
 
 def noop() -> None:
