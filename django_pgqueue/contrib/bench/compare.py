@@ -18,13 +18,14 @@ per job and their PostgreSQL backends'; then ours over each of the others, of th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django_pgqueue.contrib.bench import floor, pgqueuer_drain
+from django_pgqueue.contrib.bench import database, floor, pgqueuer_drain
 from django_pgqueue.contrib.bench.measurement import machine_info, percentile
 from django_pgqueue.contrib.bench.progress import NoProgress, Progress
 from django_pgqueue.contrib.bench.report import machine_line
@@ -91,7 +92,10 @@ class CompareResult:
             if system in self.runs:
                 systems[system] = {
                     "median": self.median(system),
-                    "rounds": [run.figures() for run in self.runs[system]],
+                    "rounds": [
+                        {**run.figures(), "checkpoints": run.checkpoints}
+                        for run in self.runs[system]
+                    ],
                 }
             elif system in self.skipped:
                 systems[system] = {"skipped": self.skipped[system]}
@@ -114,16 +118,18 @@ class CompareResult:
             "finish (startup excluded)",
             "  worker CPU: rusage of the reaped worker processes; PostgreSQL CPU: their "
             "backends' (/proc), per job",
+            "  checkpoints: the server's during the round's drain (any database's): each makes "
+            "the next change of every page write it whole to the WAL",
             "",
         ]
-        head = ["system", "round", *FIGURES.values()]
+        head = ["system", "round", *FIGURES.values(), "checkpoints"]
         rows = [head]
         for system in SYSTEMS:
             if system not in self.runs:
                 continue
-            rows.append([system, "median", *_cells(self.median(system))])
+            rows.append([system, "median", *_cells(self.median(system)), ""])
             for number, run in enumerate(self.runs[system], 1):
-                rows.append(["", str(number), *_cells(run.figures())])
+                rows.append(["", str(number), *_cells(run.figures()), str(run.checkpoints)])
         widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
         for row in rows:
             cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
@@ -214,7 +220,10 @@ def run_compare(options: CompareOptions, progress: Progress | None = None) -> Co
         progress.start(f"round {index + 1} of {options.rounds}: {', '.join(order)}")
         progress.finish("")
         for system in order:
-            result.runs[system].append(DRAINS[system](options, progress))
+            before = database.checkpoints()
+            run = DRAINS[system](options, progress)
+            run = dataclasses.replace(run, checkpoints=database.checkpoints() - before)
+            result.runs[system].append(run)
     result.machine["load_average_1m_end"] = round(os.getloadavg()[0], 2)
     return result
 

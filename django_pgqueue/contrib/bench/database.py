@@ -39,6 +39,10 @@ COUNT_ACTIVE = (
 STATUS_COUNTS = f"SELECT status, count(*) FROM {TABLE} WHERE id > %s AND queue = %s GROUP BY status"
 LAST_FINISHED_AT = f"SELECT max(finished_at) FROM {TABLE} WHERE id > %s AND queue = %s"
 FIRST_STARTED_AT = f"SELECT min(started_at) FROM {TABLE} WHERE id > %s AND queue = %s"
+#: Checkpoints the server has made so far (each makes the next change of every page write the
+#: whole page to the WAL): PostgreSQL 17 moved the counts to pg_stat_checkpointer.
+CHECKPOINTS = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+CHECKPOINTS_17 = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
 BACKEND_PIDS = "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
 BACKEND_PID = "SELECT pg_backend_pid()"
 LISTENING = (
@@ -180,6 +184,12 @@ def window_starts(window: str) -> tuple[int, int]:
 def held_rows(queue: str) -> int:
     """Ready rows of ``queue`` held out of the ring (``sql.held``)."""
     return int(_fetchone(HELD_ROWS, [queue])[0])
+
+
+def checkpoints() -> int:
+    """Checkpoints made by the server since its statistics were reset (every database's)."""
+    version = int(_fetchone("SHOW server_version_num")[0])
+    return int(_fetchone(CHECKPOINTS_17 if version >= 170000 else CHECKPOINTS)[0])
 
 
 def server_settings() -> dict[str, str]:

@@ -106,6 +106,9 @@ class DrainRun:
     worker_cpu_us_per_job: float
     #: CPU of their PostgreSQL backends (/proc), per job; None when the server is not local.
     postgres_cpu_us_per_job: float | None
+    #: Checkpoints the server made meanwhile (any database's): after one, the first change of
+    #: each page writes all of it to the WAL, which shows in the PostgreSQL CPU per job.
+    checkpoints: int | None = None
 
     @classmethod
     def of_processes(
