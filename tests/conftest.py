@@ -80,6 +80,7 @@ def pgbouncer(pgbouncer_binary, django_db_setup):  # noqa: F811
 #: newest Django, and tox's older-Django environments leave them out (`-m "not slow"`).
 SLOW_MODULES = {
     "test_bench.py",
+    "test_bench_compare.py",
     "test_bench_scenarios.py",
     "test_drain_anatomy.py",
     "test_database_faults.py",

@@ -23,11 +23,17 @@ module                 holds
                        queue, workers, result)
 ``phases/``            one module per phase, and the :data:`PHASES` registry
 ``memory``             :func:`run_memory`, the ``--memory`` mode
-``workers``            :class:`WorkerProcess`: ``run_jobs`` in a forked child
+``compare``            :func:`run_compare`, the ``--compare`` mode: our drain phase beside
+                       the floor and pgqueuer, in interleaved rounds
+``floor``              the raw-SQL floor: ``floor.sql``'s statements, drained by plain psycopg
+``pgqueuer_drain``     pgqueuer's drain (where it is installed), in a scratch prefix
+``workers``            :class:`WorkerProcess`: ``run_jobs`` in a forked child, and
+                       :class:`FunctionProcess`: a function in one (the anchors' drains)
 ``measurement``        percentiles, CPU time of backends, the bare claim loop, the machine
-``database``           the benchmark's own statements (scratch rows, counts, ``VACUUM``)
+``database``           the benchmark's own statements (scratch rows, counts, ``VACUUM``),
+                       and :func:`conninfo` for the anchors' own connections
 ``results``            the options and the result objects, :class:`BenchError`
-``report``             the human-readable table
+``report``             the human-readable table, the machine's line
 ``progress``           how a phase reports itself (a bar on a terminal)
 ``workload``           the no-op jobs, registered on demand (not named ``jobs``: the
                        worker's autodiscovery imports every app's ``jobs`` module)
@@ -36,7 +42,8 @@ module                 holds
 ``chaos/``             ``pgqueue_chaos``: a steady load through faults
 =====================  ==============================================================
 
-Imports run one way: the commands -> ``run`` -> ``phases/`` -> ``context`` -> the rest.
+Imports run one way: the commands -> ``compare`` -> ``run`` -> ``phases/`` -> ``context`` -> the
+rest (``floor`` and ``pgqueuer_drain`` among it).
 
 Adding a phase (a scenario measured in the scratch queue): a module in ``phases/`` with a
 function taking the :class:`BenchContext`, and one :class:`~.phases.Phase` line in

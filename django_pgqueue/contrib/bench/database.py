@@ -1,8 +1,10 @@
 """The benchmark's own statements: its scratch rows, counts, ``VACUUM`` and server facts.
 
-The only module of the benchmark that executes SQL. Queue operations proper (enqueue, claim,
-finish) go through :mod:`django_pgqueue.operations`, as in production; what is here exists for
-measuring only: a scratch queue's rows are made and deleted wholesale.
+The only module of the benchmark that executes SQL on Django's connection. Queue operations
+proper (enqueue, claim, finish) go through :mod:`django_pgqueue.operations`, as in production;
+what is here exists for measuring only: a scratch queue's rows are made and deleted wholesale.
+(``--compare``'s anchors run on connections of their own: the floor's statements are in
+``floor.sql``, pgqueuer's are pgqueuer's; :func:`conninfo` is how they reach this database.)
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.db import connections
 from django.utils import timezone
 
@@ -35,6 +38,11 @@ COUNT_ACTIVE = (
 )
 STATUS_COUNTS = f"SELECT status, count(*) FROM {TABLE} WHERE id > %s AND queue = %s GROUP BY status"
 LAST_FINISHED_AT = f"SELECT max(finished_at) FROM {TABLE} WHERE id > %s AND queue = %s"
+FIRST_STARTED_AT = f"SELECT min(started_at) FROM {TABLE} WHERE id > %s AND queue = %s"
+#: Checkpoints the server has made so far (each makes the next change of every page write the
+#: whole page to the WAL): PostgreSQL 17 moved the counts to pg_stat_checkpointer.
+CHECKPOINTS = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+CHECKPOINTS_17 = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
 BACKEND_PIDS = "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
 BACKEND_PID = "SELECT pg_backend_pid()"
 LISTENING = (
@@ -144,6 +152,11 @@ def last_finished_at(queue: str, after_id: int) -> datetime:
     return value
 
 
+def first_started_at(queue: str, after_id: int) -> datetime:
+    value: datetime = _fetchone(FIRST_STARTED_AT, [after_id, queue])[0]
+    return value
+
+
 def insert_history(queue: str, rows: int) -> None:
     """``rows`` finished jobs in ``queue``, then VACUUM ANALYZE as autovacuum would after such
     a load."""
@@ -173,6 +186,12 @@ def held_rows(queue: str) -> int:
     return int(_fetchone(HELD_ROWS, [queue])[0])
 
 
+def checkpoints() -> int:
+    """Checkpoints made by the server since its statistics were reset (every database's)."""
+    version = int(_fetchone("SHOW server_version_num")[0])
+    return int(_fetchone(CHECKPOINTS_17 if version >= 170000 else CHECKPOINTS)[0])
+
+
 def server_settings() -> dict[str, str]:
     """``SHOW`` of the server settings the figures depend on."""
     found = {}
@@ -189,6 +208,17 @@ def backend_pids(application_prefix: str) -> list[int]:
     with _cursor() as cursor:
         cursor.execute(BACKEND_PIDS, [pattern])
         return [int(pid) for (pid,) in cursor.fetchall()]
+
+
+def conninfo(application_name: str) -> str:
+    """A libpq connection string to the benchmark's database (Django's settings for it),
+    named ``application_name`` in ``pg_stat_activity``: for connections of plain psycopg."""
+    params = connections[settings.DATABASE].get_connection_params()
+    # What Django adds for its own psycopg connections, not libpq parameters.
+    for key in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(key, None)
+    params["application_name"] = application_name[:63]
+    return str(psycopg.conninfo.make_conninfo(**params))
 
 
 def backend_pid(connection: Database) -> int:

@@ -19,6 +19,7 @@ from django.db import connections
 from django_pgqueue.conf import settings
 from django_pgqueue.contrib.bench import database
 from django_pgqueue.contrib.bench.results import BenchError
+from django_pgqueue.contrib.bench.workers import ForkedProcess
 from django_pgqueue.states import JobStatus
 
 
@@ -105,6 +106,17 @@ class BackendCPU:
     @property
     def total(self) -> float | None:
         return sum(self.seconds.values()) if self.available and self.seconds else None
+
+
+def watch_drain(children: Sequence[ForkedProcess], backends: BackendCPU) -> None:
+    """Wait for every child to exit, sampling their backends' CPU meanwhile (every 10 ms: a
+    backend's CPU after its last reading is missed); a failed child is a :class:`BenchError`."""
+    while any(child.poll() is None for child in children):
+        time.sleep(0.01)
+        backends.sample(lookup=len(backends.seconds) < len(children))
+    failed = [child.exit_code for child in children if child.exit_code != 0]
+    if failed:
+        raise BenchError(f"{len(failed)} of {len(children)} drain processes failed: {failed}")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django_pgqueue.contrib.bench.results import BenchResult, MemoryResult
 
 
@@ -41,17 +43,24 @@ def table_lines(result: BenchResult) -> list[str]:
     lines.append("")
     for name, value in result.details.items():
         lines.append(f"{name}: {value}")
-    machine = result.machine
-    lines.append(
+    lines.append(machine_line(result.machine))
+    lines.append("settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items()))
+    return lines
+
+
+def machine_line(machine: dict[str, Any]) -> str:
+    """What the figures were measured on, in one line (:func:`.measurement.machine_info`)."""
+    end = machine.get("load_average_1m_end")
+    return (
         f"machine: {machine.get('cpu_count')} CPUs ({machine.get('cpu_model')}), "
-        f"load {machine.get('load_average_1m')}, PostgreSQL {machine.get('postgresql')} "
+        f"load {machine.get('load_average_1m')}"
+        + ("" if end is None else f" -> {end}")
+        + f", PostgreSQL {machine.get('postgresql')} "
         f"(synchronous_commit={machine.get('postgresql_synchronous_commit')}, "
         f"autovacuum={machine.get('postgresql_autovacuum')}), "
         f"Python {machine.get('python')}, Django {machine.get('django')}, "
         f"psycopg {machine.get('psycopg')} ({machine.get('psycopg_impl')})"
     )
-    lines.append("settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items()))
-    return lines
 
 
 def memory_lines(memory: MemoryResult) -> list[str]:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.conf import settings
+
+if TYPE_CHECKING:
+    from django_pgqueue.contrib.bench.workers import ForkedProcess
 
 QUEUE_PREFIX = "pgqueue-bench-"
 #: The keys of the JSON object ``pgqueue_bench --json`` prints, in order.
@@ -86,3 +90,61 @@ class MemoryResult:
     samples: list[tuple[int, int]]  # (jobs done, VmRSS KiB), about every 100,000 jobs
     machine: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DrainRun:
+    """One drain of ``--compare``: ``jobs`` no-op jobs by one system, start to finish."""
+
+    system: str
+    jobs: int
+    #: From the fork of the workers to the last job's finish (their start included).
+    seconds_from_fork: float
+    #: From the first job's start (its claim) to the last job's finish.
+    seconds_from_first_start: float
+    #: CPU of the worker processes (rusage of the reaped children), per job.
+    worker_cpu_us_per_job: float
+    #: CPU of their PostgreSQL backends (/proc), per job; None when the server is not local.
+    postgres_cpu_us_per_job: float | None
+    #: Checkpoints the server made meanwhile (any database's): after one, the first change of
+    #: each page writes all of it to the WAL, which shows in the PostgreSQL CPU per job.
+    checkpoints: int | None = None
+
+    @classmethod
+    def of_processes(
+        cls,
+        system: str,
+        jobs: int,
+        started_wall: float,
+        first_start: datetime,
+        last_finish: datetime,
+        children: Sequence[ForkedProcess],
+        postgres_cpu_seconds: float | None,
+    ) -> DrainRun:
+        """The figures of a drain by forked ``children``, reaped, forked at ``started_wall``."""
+        postgres = postgres_cpu_seconds
+        return cls(
+            system=system,
+            jobs=jobs,
+            seconds_from_fork=last_finish.timestamp() - started_wall,
+            seconds_from_first_start=last_finish.timestamp() - first_start.timestamp(),
+            worker_cpu_us_per_job=sum(child.cpu_seconds for child in children) / jobs * 1e6,
+            postgres_cpu_us_per_job=None if postgres is None else postgres / jobs * 1e6,
+        )
+
+    @property
+    def per_s_from_fork(self) -> float:
+        return self.jobs / self.seconds_from_fork
+
+    @property
+    def per_s_from_first_start(self) -> float:
+        return self.jobs / self.seconds_from_first_start
+
+    def figures(self) -> dict[str, float | None]:
+        postgres = self.postgres_cpu_us_per_job
+        return {
+            "per_s_from_fork": round(self.per_s_from_fork, 1),
+            "per_s_from_first_start": round(self.per_s_from_first_start, 1),
+            "worker_cpu_us_per_job": round(self.worker_cpu_us_per_job, 1),
+            "postgres_cpu_us_per_job": None if postgres is None else round(postgres, 1),
+        }

@@ -1,4 +1,5 @@
-"""The workers a benchmark measures: the real ``run_jobs`` command, in forked children."""
+"""The workers a benchmark measures: the real ``run_jobs`` command, in forked children (and,
+for ``--compare``, the floor's and pgqueuer's drains, each a function in a forked child)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management import call_command
@@ -15,14 +17,17 @@ from django.core.management import call_command
 from django_pgqueue.pools import close_pools
 
 
-class WorkerProcess:
-    """``manage.py run_jobs`` in a forked child: the real command, with the bench jobs known."""
+class ForkedProcess:
+    """:meth:`main` in a forked child, reaped with its CPU time (``wait4``'s rusage)."""
 
-    def __init__(self, **run_jobs_options: Any) -> None:
-        self.options = run_jobs_options
+    def __init__(self) -> None:
         self.pid: int | None = None
         self.exit_code: int | None = None
         self.cpu_seconds = 0.0
+
+    def main(self) -> None:
+        """The child's work; returning is exit status 0, an exception 1."""
+        raise NotImplementedError
 
     def start(self) -> None:
         # Never share a database connection (or a pool) across fork.
@@ -34,7 +39,7 @@ class WorkerProcess:
             code = 1
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
-                call_command("run_jobs", verbosity=0, **self.options)
+                self.main()
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
@@ -77,3 +82,26 @@ class WorkerProcess:
                 if line.startswith(key + ":"):
                     return int(line.split()[1])
         return 0
+
+
+class WorkerProcess(ForkedProcess):
+    """``manage.py run_jobs`` in a forked child: the real command, with the bench jobs known."""
+
+    def __init__(self, **run_jobs_options: Any) -> None:
+        super().__init__()
+        self.options = run_jobs_options
+
+    def main(self) -> None:
+        call_command("run_jobs", verbosity=0, **self.options)
+
+
+class FunctionProcess(ForkedProcess):
+    """``target(*args)`` in a forked child (it opens its own connections: none is inherited)."""
+
+    def __init__(self, target: Callable[..., None], *args: Any) -> None:
+        super().__init__()
+        self.target = target
+        self.args = args
+
+    def main(self) -> None:
+        self.target(*self.args)

@@ -50,6 +50,9 @@ def drain(bench: BenchContext) -> None:
     result.drain_per_s = round(count / seconds, 1)
     result.details["drain_s"] = round(seconds, 4)
     result.details["drain_until_exit_s"] = round(exited, 4)
+    # The same drain without the workers' start: from the first claim to the last finish.
+    first = database.first_started_at(bench.queue, bench.mark)
+    result.details["drain_from_first_start_s"] = round(last.timestamp() - first.timestamp(), 4)
     # Where the time goes, independent of what else runs on the machine: CPU per job in
     # the worker processes and in their database backends, and the rate those would allow
     # if they had every CPU of this machine to themselves.

@@ -7,9 +7,10 @@ import json
 import sys
 from typing import Any, TextIO
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgqueue.contrib.bench import fleet
+from django_pgqueue.contrib.bench.compare import CompareOptions, run_compare
 from django_pgqueue.contrib.bench.memory import run_memory
 from django_pgqueue.contrib.bench.options import BENCH_OPTIONS
 from django_pgqueue.contrib.bench.phases import PHASES
@@ -47,7 +48,8 @@ class Command(BaseCommand):
         "Benchmark the job queue on this database in a scratch queue (deleted afterwards): bulk "
         "and single enqueue, drain by real worker processes, pickup latency, claim speed "
         "with a large history, and the limited claim under a small and a large rate window. "
-        "--memory instead measures one worker's RSS over many jobs."
+        "--memory instead measures one worker's RSS over many jobs; --compare drains beside "
+        "a raw-SQL floor and pgqueuer."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -127,6 +129,19 @@ class Command(BaseCommand):
             type=of(RULES["memory_jobs"]),
             default=1_000_000,
             help="Jobs run for --memory (default: 1,000,000).",
+        )
+        parser.add_argument(
+            "--compare",
+            action="store_true",
+            help="Only drain --jobs no-op jobs with --processes processes, by this queue, by "
+            "a raw-SQL floor (contrib/bench/floor.sql) and by pgqueuer where it is installed, "
+            "in --rounds interleaved rounds; medians, every round, and the ratios.",
+        )
+        parser.add_argument(
+            "--rounds",
+            type=of(RULES["rounds"]),
+            default=CompareOptions().rounds,
+            help=f"Rounds of --compare (default: {CompareOptions().rounds}).",
         )
         self.add_scenario_arguments(parser)
         parser.add_argument(
@@ -246,6 +261,22 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(result.as_json(), default=str))
 
+    def handle_compare(self, options: dict[str, Any], progress: BarProgress) -> None:
+        result = run_compare(
+            CompareOptions(
+                jobs=options["jobs"],
+                processes=options["processes"],
+                threads=options["threads"],
+                batch_size=options["batch_size"],
+                rounds=options["rounds"],
+            ),
+            progress,
+        )
+        for line in result.lines():
+            self.stdout.write(printable(line))
+        if options["json"]:
+            self.stdout.write(json.dumps(result.as_json(), default=str))
+
     def handle(self, *args: Any, **options: Any) -> None:
         defaults = BenchOptions()
         # The raw stream under Django's OutputWrapper, which would end every write with "\n".
@@ -260,6 +291,11 @@ class Command(BaseCommand):
         options["processes"] = options["processes"] or defaults.processes
         options["threads"] = options["threads"] or defaults.threads
         phases = options["phases"]
+        if options["compare"]:
+            if options["memory"]:
+                raise CommandError("--compare and --memory are separate runs: choose one")
+            self.handle_compare(options, progress)
+            return
         if options["memory"]:
             memory = run_memory(
                 jobs=options["memory_jobs"],
