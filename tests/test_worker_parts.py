@@ -204,14 +204,32 @@ def test_the_claim_size_grows_while_claims_come_back_full_and_falls_back_after_a
     for _ in range(6):
         want = capacity.claim_size(in_flight=0, buffered=0)
         sizes.append(want)
-        capacity.claimed(want, want)  # a backlog: every claim full
+        capacity.claimed(want, want, 0.001)  # a backlog: every claim full
     assert sizes == [101, 201, 401, 801, 1001, 1001]  # one per thread + a batch up to the cap
-    capacity.claimed(1001, 7)  # the backlog ran out
+    capacity.claimed(1001, 7, 0.001)  # the backlog ran out
     assert capacity.claim_size(in_flight=0, buffered=0) == 101
-    capacity.claimed(3, 3)  # a full claim smaller than a batch (the rest in flight) says nothing
+    capacity.claimed(
+        3, 3, 0.001
+    )  # a full claim smaller than a batch (the rest in flight) says nothing
     assert capacity.claim_size(in_flight=0, buffered=0) == 101
 
     small = Capacity(threads=1, batch_size=16)  # an explicit --batch-size stays the most
     for _ in range(5):
-        small.claimed(17, 17)
+        small.claimed(17, 17, 0.001)
     assert small.claim_size(in_flight=0, buffered=0) == 17
+
+
+def test_a_slow_claim_is_made_before_what_is_queued_runs_out():
+    capacity = Capacity(threads=1, batch_size=1000)
+    for _ in range(100):
+        capacity.record(outcome_taking(0.0001))  # 1,000 jobs: 0.1 s of work
+    for _ in range(4):
+        capacity.claimed(capacity.limit + 1, capacity.limit + 1, 0.001)
+    assert capacity.claim_size(in_flight=0, buffered=0) == 1001
+    # A quarter free: 749 queued (75 ms of work) and claims answering in 1 ms: not yet.
+    assert capacity.claim_size(in_flight=750, buffered=0) == 0
+    for _ in range(10):
+        capacity.claimed(250, 250, 0.05)  # a loaded server: claims take 50 ms
+    # The same 75 ms of work would run out before two such claims: claim now.
+    assert capacity.claim_size(in_flight=750, buffered=0) == 251
+    assert capacity.claim_size(in_flight=900, buffered=0) == 0  # but not less than a quarter

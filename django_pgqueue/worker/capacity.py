@@ -30,6 +30,8 @@ class Capacity:
         #: The most the next claim asks for besides one job per thread.
         self.limit = min(START_BATCH, batch_size)
         self.avg_duration = 0.01
+        #: How long the recent claims took, answer included (seconds).
+        self.claim_seconds = 0.0
 
     def record(self, outcome: Outcome) -> None:
         """Fold one attempt's duration into the recent average."""
@@ -37,9 +39,11 @@ class Capacity:
             seconds = (outcome.finished_at - outcome.started_at).total_seconds()
             self.avg_duration = 0.9 * self.avg_duration + 0.1 * seconds
 
-    def claimed(self, asked: int, got: int) -> None:
-        """A claim asked for ``asked`` jobs and took ``got``: full and as large as the claim
-        size allowed (a backlog), the next may be twice as large; short, back to the start."""
+    def claimed(self, asked: int, got: int, seconds: float) -> None:
+        """A claim asked for ``asked`` jobs, took ``got`` and ``seconds``: full and as large as
+        the claim size allowed (a backlog), the next may be twice as large; short, back to the
+        start."""
+        self.claim_seconds = 0.7 * self.claim_seconds + 0.3 * seconds
         if got < asked:
             self.limit = min(START_BATCH, self.batch_size)
         elif asked >= self.limit:
@@ -50,13 +54,21 @@ class Capacity:
         written back, ``buffered`` of them finished.
 
         It claims once half the capacity is free (or a thread has nothing queued), so each
-        statement claims a real batch.
+        statement claims a real batch; or once a quarter is free if what is queued would run
+        out before two claims' time (a loaded server's claim of hundreds of jobs takes tens
+        of milliseconds, which fast jobs would otherwise spend waiting for it).
         """
         prefetch = int(self.threads * PREFETCH_WINDOW / max(self.avg_duration, 1e-6))
         capacity = self.threads + min(self.limit, prefetch)
         free = capacity - in_flight
         if free <= 0:
             return 0
-        if in_flight - buffered < self.threads or free * 2 >= capacity:
+        queued = in_flight - buffered - self.threads  # claimed and not started
+        if queued < 0 or free * 2 >= capacity:
+            return free
+        if (
+            free * 4 >= capacity
+            and queued * self.avg_duration < 2 * self.claim_seconds * self.threads
+        ):
             return free
         return 0

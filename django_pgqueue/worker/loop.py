@@ -370,7 +370,7 @@ class Worker:
                 drained = False  # a claim came back short: nothing left this worker can take
                 if want > 0 and now >= next_claim:
                     got = self._claim(want)
-                    self._capacity.claimed(want, got)
+                    self._capacity.claimed(want, got, time.monotonic() - now)
                     if budget is not None:
                         budget -= got
                     if got < want:
