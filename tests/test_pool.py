@@ -33,9 +33,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: The application_name of the job threads' connections (the worker's own have theirs).
 JOBS_APP = "pgqueue-test-pool-jobs"
 #: The worker's own connections: ``pgqueue worker <worker id>`` (claims, outcomes),
-#: ``pgqueue listener <worker id>`` (LISTEN), ``pgqueue schedules <worker id>`` (the sync of the
-#: code's schedules, a moment at the start); the worker id ends in the pid.
-DEDICATED = re.compile(r"^pgqueue (worker|listener|schedules) \S*?(\d+)$")
+#: ``pgqueue listener <tag> <worker id>`` (LISTEN), ``pgqueue schedules <worker id>`` (the sync
+#: of the code's schedules, a moment at the start); the worker id ends in the pid.
+DEDICATED = re.compile(r"^pgqueue (worker|listener|schedules) (?:[0-9a-f]{20} )?\S*?(\d+)$")
 
 
 @pytest.fixture

@@ -271,7 +271,7 @@ def test_the_check_warns_of_a_worker_row_listening_without_its_connection_until_
     listener = connections.create_connection("default")
     try:
         with listener.cursor() as cursor:
-            cursor.execute("SET application_name = %s", [f"{rota_sql.LISTENER_PREFIX}here:1"])
+            cursor.execute("SET application_name = %s", [rota_sql.listener_name("here:1")])
         WorkerRow.objects.create(worker_id="here:1", hostname="h", pid=2, listening=True)
         assert violations() == {"deaf_listeners": ("gone:1",)}
         with connection.cursor() as cursor:  # any worker's reading of the rota corrects it

@@ -17,7 +17,7 @@ from django.test import override_settings
 
 from django_pgqueue import operations
 from django_pgqueue.models import Job, Worker
-from django_pgqueue.sql.rota import LISTENER_PREFIX, channel
+from django_pgqueue.sql.rota import channel, listener_name
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import Rota, Wake
 from tests.testapp import jobs
@@ -55,7 +55,7 @@ def a_listening_worker(worker_id: str = "w1") -> Iterator[psycopg.Connection[Any
     ``enqueue()`` notifies (every queue's rota is this worker alone)."""
     register(worker_id)
     operations.mark_listening(operations.DjangoDatabase("default"), worker_id)
-    with listening(LISTENER_PREFIX + worker_id, channels=(channel(worker_id),)) as conn:
+    with listening(listener_name(worker_id), channels=(channel(worker_id),)) as conn:
         yield conn
 
 
@@ -162,7 +162,7 @@ def test_the_rota_is_the_live_listening_workers_of_the_queue_sorted() -> None:
     with connection.cursor() as cursor:
         cursor.execute("UPDATE pgqueue_worker SET stopped_at = now() WHERE worker_id = 'gone'")
     names = ["w3", "w1", "emails-only", "gone"]  # w2 does not listen (PgBouncer, say)
-    with contextlib_all(listening(LISTENER_PREFIX + name) for name in names):
+    with contextlib_all(listening(listener_name(name)) for name in names):
         rota = Rota("w1", None)
         rota.refresh(operations.DjangoDatabase("default"))
         assert rota.listening("default") == ["w1", "w3"]
@@ -188,8 +188,8 @@ def test_the_rota_is_the_live_listening_workers_of_the_queue_sorted() -> None:
 def test_a_wake_is_passed_on_to_the_next_worker_once_round_at_most() -> None:
     register("w1", "w2")
     with (
-        listening(LISTENER_PREFIX + "w1", channels=("pgqueue", channel("w1"))) as w1,
-        listening(LISTENER_PREFIX + "w2", channels=("pgqueue", channel("w2"))) as w2,
+        listening(listener_name("w1"), channels=("pgqueue", channel("w1"))) as w1,
+        listening(listener_name("w2"), channels=("pgqueue", channel("w2"))) as w2,
     ):
         rota = Rota("w1", None)
         db = operations.DjangoDatabase("default")
@@ -207,8 +207,8 @@ def test_enqueue_wakes_the_picked_listening_worker_on_its_own_channel_only() -> 
     register("w1", "w2")
     db = operations.DjangoDatabase("default")
     with (
-        listening(LISTENER_PREFIX + "w1", channels=("pgqueue", channel("w1"))) as w1,
-        listening(LISTENER_PREFIX + "w2", channels=("pgqueue", channel("w2"))) as w2,
+        listening(listener_name("w1"), channels=("pgqueue", channel("w1"))) as w1,
+        listening(listener_name("w2"), channels=("pgqueue", channel("w2"))) as w2,
     ):
         operations.mark_listening(db, "w1")
         operations.mark_listening(db, "w2")
@@ -226,6 +226,37 @@ def test_enqueue_wakes_the_picked_listening_worker_on_its_own_channel_only() -> 
     with listening() as common:
         jobs.noop.enqueue()
         assert heard(common) == []
+
+
+def test_enqueue_and_every_workers_reading_pick_the_same_worker_whatever_the_ids() -> None:
+    """The rota's order is the bytes' (COLLATE "C" in pgqueue_wake() and in the workers'
+    reading): ids a locale would sort otherwise (case, accents) still get each ticket's job, and
+    ids PostgreSQL would not keep whole in an application_name (non-ASCII, long) still listen."""
+    import contextlib
+
+    # A long one too: a listener's application_name is cut to 63 bytes.
+    ids = ["worker-b", "Worker-A", "wörker", "worker_Z", "werker", "w" * 60 + "1", "w" * 60 + "2"]
+    register(*ids)
+    db = operations.DjangoDatabase("default")
+    with contextlib.ExitStack() as stack:
+        conns = {
+            worker_id: stack.enter_context(
+                listening(listener_name(worker_id), channels=("pgqueue", channel(worker_id)))
+            )
+            for worker_id in ids
+        }
+        for worker_id in ids:
+            operations.mark_listening(db, worker_id)
+        rota = Rota(ids[0], None)
+        rota.refresh(db)
+        assert rota.listening("default") == sorted(ids)  # Python's str order: code points
+        enqueued = [jobs.noop.enqueue().pk for _ in range(10)]
+        for worker_id, conn in conns.items():
+            for wake in heard(conn):
+                assert wake.ticket in enqueued
+                assert rota.designated("default", wake.ticket) == worker_id
+                enqueued.remove(wake.ticket)
+        assert enqueued == []  # each job's wake went to the worker its ticket picks
 
 
 @contextmanager

@@ -26,14 +26,15 @@ class Peer:
 
 
 def peers(db: Database, alive: float) -> list[Peer]:
-    """The workers not stopped and seen within ``alive`` seconds, sorted by id."""
+    """The workers not stopped and seen within ``alive`` seconds, sorted by id as
+    ``pgqueue_wake()`` sorts them (``sql.rota.PEERS`` does)."""
     with db.cursor() as cursor:
         cursor.execute(sql.PEERS, {"alive": alive})
         rows = cursor.fetchall()
-    return sorted(
+    return [
         Peer(str(worker_id), _queues(queues), bool(listening))
         for worker_id, queues, listening in rows
-    )
+    ]
 
 
 def _queues(value: Any) -> tuple[str, ...]:

@@ -6,31 +6,52 @@ import hashlib
 
 from django_pgqueue.sql import NOTIFY_CHANNEL, WORKER_TABLE
 
-#: The ``application_name`` of a worker's listening connection, before its worker id (cut to
-#: PostgreSQL's 63 characters: ids of up to 46 characters are told apart).
+#: The ``application_name`` of a worker's listening connection starts so, then the worker's
+#: tag (:func:`listener_name`).
 LISTENER_PREFIX = "pgqueue listener "
+#: 20 hex digits of the md5 of a worker's id: its tag, in its channel and its listener's name.
+_TAG_DIGITS = 20
+#: How much of a listener's ``application_name`` names its worker: the prefix and the tag.
+LISTENER_TAG_LENGTH = len(LISTENER_PREFIX) + _TAG_DIGITS
+
+
+def _tag(worker_id: str) -> str:
+    return hashlib.md5(worker_id.encode()).hexdigest()[:_TAG_DIGITS]
 
 
 def channel(worker_id: str) -> str:
-    """The worker's own notification channel: ``pgqueue.`` and 20 hex digits of the md5 of its
-    id (a channel name is an identifier: 63 characters at most, whatever the id), as
-    ``pgqueue_wake`` (migration ``0020_wake_rota``) computes it."""
-    return f"{NOTIFY_CHANNEL}." + hashlib.md5(worker_id.encode()).hexdigest()[:20]
+    """The worker's own notification channel: ``pgqueue.`` and its tag (a channel name is an
+    identifier: 63 characters at most, whatever the id), as ``pgqueue_wake`` (migration
+    ``0020_wake_rota``) computes it."""
+    return f"{NOTIFY_CHANNEL}.{_tag(worker_id)}"
 
 
-#: The ``application_name`` of every open listening connection to this database.
-LIVE_LISTENERS = f"""SELECT DISTINCT a.application_name FROM pg_stat_activity a
+def listener_name(worker_id: str) -> str:
+    """The ``application_name`` of the worker's listening connection: the prefix, its tag, then
+    its id for people reading ``pg_stat_activity``. The rota knows a listener by the first
+    :data:`LISTENER_TAG_LENGTH` characters alone: PostgreSQL cuts an ``application_name`` to
+    63 bytes and turns each byte that is not printable ASCII into ``?`` (``\\x..`` from
+    PostgreSQL 16), so a long id, or one such as ``wörker``, would never match its own name."""
+    return f"{LISTENER_PREFIX}{_tag(worker_id)} {worker_id}"
+
+
+#: The start of the ``application_name`` of every open listening connection to this database
+#: (as ``application_name``: prefix and tag).
+LIVE_LISTENERS = f"""SELECT DISTINCT left(a.application_name, {LISTENER_TAG_LENGTH})
+        AS application_name
+    FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, {len(LISTENER_PREFIX)}) = '{LISTENER_PREFIX}'"""
-#: The ``application_name`` the listening connection of the worker row ``w`` has.
-LISTENER_OF = f"left('{LISTENER_PREFIX}' || w.worker_id, 63)"
+#: The start of the ``application_name`` the listening connection of the worker row ``w`` has.
+LISTENER_OF = f"'{LISTENER_PREFIX}' || left(md5(w.worker_id), {_TAG_DIGITS})"
 
 #: Each live worker (not stopped, seen within ``%(alive)s`` seconds): its id, its queues, and
 #: whether its listening connection to this database is open. That is read from
 #: ``pg_stat_activity`` by ``application_name``, not from the worker's row: a process that dies
 #: takes its connection with it at once, when its row says it is alive until its heartbeat is
 #: overdue. A row that says ``listening`` with no such connection is corrected on the way (S12):
-#: ``enqueue()`` picks the worker to wake from the rows.
+#: ``enqueue()`` picks the worker to wake from the rows. Sorted as ``pgqueue_wake()`` sorts them
+#: (by byte, so every worker's reading and every enqueue agree on who is n-th).
 PEERS = f"""
 WITH live AS MATERIALIZED ({LIVE_LISTENERS}),
 corrected AS (
@@ -42,6 +63,7 @@ SELECT w.worker_id, w.queues, l.application_name IS NOT NULL AS listening
 FROM {WORKER_TABLE} w
 LEFT JOIN live l ON l.application_name = {LISTENER_OF}
 WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(alive)s)
+ORDER BY w.worker_id COLLATE "C"
 """
 
 #: The worker's listening connection is open (it LISTENs on its channel now).

@@ -28,7 +28,7 @@ from django_pgqueue.operations import CONNECTION_ERRORS
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
-from django_pgqueue.sql.rota import channel
+from django_pgqueue.sql.rota import channel, listener_name
 from django_pgqueue.worker.connection import Backoff, QueueConnection
 from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.rota import Wake
@@ -53,7 +53,7 @@ class Listener(threading.Thread):
     ) -> None:
         super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
         self.worker_id = worker_id
-        self.connection = QueueConnection(alias, f"pgqueue listener {worker_id}")
+        self.connection = QueueConnection(alias, listener_name(worker_id))
         self.queues = frozenset(queues) if queues else None
         self.wake = wake
         self.control = control

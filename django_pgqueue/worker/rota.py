@@ -65,8 +65,8 @@ class Rota:
         return min(self.spread(REFRESH), REFRESH_MAX)
 
     def listening(self, queue: str) -> list[str]:
-        """The ids of the live listening workers that serve ``queue``, sorted (by code point,
-        as ``sql.enqueue.WAKE`` sorts them)."""
+        """The ids of the live listening workers that serve ``queue``, in the order
+        ``pgqueue_wake()`` picks from (the reading's: ``sql.rota.PEERS`` sorts them)."""
         found = self._listening.get(queue)
         if found is None:
             found = [p.worker_id for p in self.peers if p.listening and p.serves(queue)]

@@ -46,7 +46,8 @@ CHECKPOINTS_17 = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
 BACKEND_PIDS = "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
 BACKEND_PID = "SELECT pg_backend_pid()"
 LISTENING = (
-    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND query ILIKE 'LISTEN%%'"
+    "SELECT count(*) FROM pg_stat_activity WHERE left(application_name, %s) = %s "
+    "AND query ILIKE 'LISTEN%%'"
 )
 SERVER_SETTINGS = ("server_version", "synchronous_commit", "shared_buffers", "autovacuum")
 #: ``rows`` finished jobs: 90% completed, 10% dead with an error.
@@ -228,9 +229,12 @@ def backend_pid(connection: Database) -> int:
         return int(cursor.fetchone()[0])
 
 
-def listening(application_name: str) -> bool:
-    """Whether the connection named so has run LISTEN."""
-    return bool(_fetchone(LISTENING, [application_name[:63]])[0])
+def listening(worker_id: str) -> bool:
+    """Whether the worker's listening connection has run LISTEN."""
+    from django_pgqueue.sql.rota import LISTENER_TAG_LENGTH, listener_name
+
+    tag = listener_name(worker_id)[:LISTENER_TAG_LENGTH]
+    return bool(_fetchone(LISTENING, [LISTENER_TAG_LENGTH, tag])[0])
 
 
 def workers_serving_every_queue() -> list[str]:

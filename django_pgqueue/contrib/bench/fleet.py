@@ -34,6 +34,7 @@ from django_pgqueue.contrib.bench.results import BenchError, new_queue_name
 from django_pgqueue.contrib.bench.workers import WorkerProcess
 from django_pgqueue.contrib.bench.workload import register as register_jobs
 from django_pgqueue.pools import close_pools
+from django_pgqueue.sql.rota import LISTENER_TAG_LENGTH, listener_name
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import REFRESH
 
@@ -104,25 +105,30 @@ def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetRe
     handle = register_jobs().record_start.using(queue=queue)
     result = FleetResult("herd", options)
     figures = result.figures
+    ids = [f"{queue}:herd:{n}" for n in range(options.processes)]
     children = [
-        WorkerProcess(queues=[queue], threads=options.threads, worker_id=f"{queue}:herd:{n}")
-        for n in range(options.processes)
+        WorkerProcess(queues=[queue], threads=options.threads, worker_id=worker_id)
+        for worker_id in ids
     ]
+
+    def listeners() -> int:
+        return sum(
+            _count(CONNECTIONS, [LISTENER_TAG_LENGTH, listener_name(i)[:LISTENER_TAG_LENGTH]])
+            for i in ids
+        )
+
     try:
         progress.start(f"starting {options.processes} workers", options.processes)
         for child in children:
             child.start()
         deadline = time.monotonic() + 60 + options.processes
-        listener = f"pgqueue listener {queue}:herd"
-        while _count(CONNECTIONS, [len(listener), listener]) < options.processes:
+        while listeners() < options.processes:
             if time.monotonic() > deadline or any(c.poll() is not None for c in children):
                 raise BenchError("The herd's workers did not all start listening")
             time.sleep(0.1)
         time.sleep(REFRESH + 1.0)  # every worker's rota has read the others
-        figures["connections"] = sum(
-            _count(CONNECTIONS, [len(name), name])
-            for name in (f"pgqueue worker {queue}:herd", listener)
-        )
+        workers = f"pgqueue worker {queue}:herd"
+        figures["connections"] = _count(CONNECTIONS, [len(workers), workers]) + listeners()
         progress.finish(f"{figures['connections']} connections")
         # Idle: what the workers cost PostgreSQL when there is nothing to do.
         backends = BackendCPU("pgqueue ")
@@ -212,11 +218,11 @@ def run_producers(options: FleetOptions, progress: Progress | None = None) -> Fl
     # An idle worker of the queue, as enqueue() sees one: a row marked listening, and its
     # connection on its own channel (no worker runs: the producers' figure is theirs alone).
     from django_pgqueue import operations
-    from django_pgqueue.sql.rota import LISTENER_PREFIX, channel
+    from django_pgqueue.sql.rota import channel
     from django_pgqueue.worker.connection import QueueConnection
 
     listener_id = f"{queue}:listener"
-    listener = QueueConnection(settings.DATABASE, LISTENER_PREFIX + listener_id)
+    listener = QueueConnection(settings.DATABASE, listener_name(listener_id))
     operations.report_worker(
         operations.DjangoDatabase(settings.DATABASE), listener_id, [queue], 1, 0, listening=True
     )

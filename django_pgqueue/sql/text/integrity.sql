@@ -51,10 +51,12 @@ SELECT 'deaf_listeners' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT w.worker_id AS id FROM pgqueue_worker w
     WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT a.application_name FROM pg_stat_activity a
+      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT left(a.application_name, 37)
+        AS application_name
+    FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, 17) = 'pgqueue listener ') l
-                      WHERE l.application_name = left('pgqueue listener ' || w.worker_id, 63))) v
+                      WHERE l.application_name = 'pgqueue listener ' || left(md5(w.worker_id), 20))) v
 
 -- name: NEXT_RANGES
 SELECT

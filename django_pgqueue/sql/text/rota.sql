@@ -3,23 +3,28 @@
 -- in the module, run `make sql`.
 
 -- name: LIVE_LISTENERS
-SELECT DISTINCT a.application_name FROM pg_stat_activity a
+SELECT DISTINCT left(a.application_name, 37)
+        AS application_name
+    FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, 17) = 'pgqueue listener '
 
 -- name: PEERS
-WITH live AS MATERIALIZED (SELECT DISTINCT a.application_name FROM pg_stat_activity a
+WITH live AS MATERIALIZED (SELECT DISTINCT left(a.application_name, 37)
+        AS application_name
+    FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, 17) = 'pgqueue listener '),
 corrected AS (
     UPDATE pgqueue_worker w SET listening = false
     WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM live l WHERE l.application_name = left('pgqueue listener ' || w.worker_id, 63))
+      AND NOT EXISTS (SELECT 1 FROM live l WHERE l.application_name = 'pgqueue listener ' || left(md5(w.worker_id), 20))
 )
 SELECT w.worker_id, w.queues, l.application_name IS NOT NULL AS listening
 FROM pgqueue_worker w
-LEFT JOIN live l ON l.application_name = left('pgqueue listener ' || w.worker_id, 63)
+LEFT JOIN live l ON l.application_name = 'pgqueue listener ' || left(md5(w.worker_id), 20)
 WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(alive)s)
+ORDER BY w.worker_id COLLATE "C"
 
 -- name: MARK_LISTENING
 UPDATE pgqueue_worker SET listening = true WHERE worker_id = %s

@@ -64,7 +64,7 @@ def wait_listening(child: WorkerProcess, worker_id: str, timeout: float = 30) ->
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise BenchError(f"The pickup worker exited with status {child.exit_code}")
-        if database.listening(f"pgqueue listener {worker_id}"):
+        if database.listening(worker_id):
             return
         time.sleep(0.02)
     raise BenchError("The pickup worker did not start listening")
