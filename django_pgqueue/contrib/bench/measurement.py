@@ -82,7 +82,9 @@ class BackendCPU:
         if not self.available:
             return
         now = time.monotonic()
-        if lookup and now >= self._next_lookup:
+        # Every sample until a backend is known (a short drain may end within 0.1 s of its
+        # workers connecting), then every 0.1 s.
+        if lookup and (not self.seconds or now >= self._next_lookup):
             self._next_lookup = now + 0.1
             for pid in database.backend_pids(self.application_prefix):
                 self.seconds.setdefault(pid, 0.0)
