@@ -376,3 +376,22 @@ def test_repair_rounds_slow_down_as_many_times_as_workers_share_them():
         clock.now += 6.0
         assert first.round(db) == (operations.Repaired(), pytest.approx(6.0))  # not due yet
         assert second.round(db)[1] == pytest.approx(6.0)
+
+
+def test_the_check_names_a_ready_row_whose_kind_is_not_its_jobs():
+    """S2/S13: an async job's ready row says async; one that does not is named (E103) and the
+    repair puts it right, so the claim takes the job as the kind it is."""
+    from tests.testapp import async_jobs
+
+    job = async_jobs.async_noop.enqueue()
+    assert Job.objects.get(pk=job.pk).is_async
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute("UPDATE pgqueue_ready SET is_async = false WHERE job_id = %s", [job.pk])
+    assert violations() == {"disagreeing": (job.pk,)}
+    assert "django_pgqueue.E103" in check_output()
+    call_command("pgqueue_repair", stdout=StringIO())
+    assert violations() == {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT is_async FROM pgqueue_ready WHERE job_id = %s", [job.pk])
+        assert cursor.fetchall() == [(True,)]
