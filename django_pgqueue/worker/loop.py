@@ -172,6 +172,8 @@ class Worker:
         self._async_ids: set[int] = set()
         #: What the claim in progress took of each kind (sync, async), as its rows say.
         self._taken = [0, 0]
+        #: Until when claims without sync room leave async jobs out (the last look found none).
+        self._async_idle_until = 0.0
         self._listener: Listener | None = None
         self._control = RunningControl(self._executors, self._listening, self._async)
         self._signals = ShutdownSignals(self.worker_id, self.stop)
@@ -339,6 +341,7 @@ class Worker:
             if self._woken:
                 self._woken = False
                 next_claim = now
+                self._async_idle_until = now  # new jobs may be async ones: look for them too
             if self._executors.has_deadlines and (overdue := self._executors.fail_overdue()):
                 self._writeback.extend(overdue)
                 self._replace_process(overdue)
@@ -387,16 +390,31 @@ class Worker:
                 got = 0
                 drained = False  # a claim came back short: nothing left this worker can take
                 if want + async_want > 0 and now >= next_claim:
-                    got, filled = self._claim(want, async_want)
+                    got, (sync_got, async_got) = self._claim(want, async_want)
                     if budget is not None:
                         budget -= got
-                    if got < want + async_want and not filled:
-                        if self.burst and not self._claimed and not self._writeback.buffered:
-                            return
+                    sync_short = sync_got < want
+                    async_short = async_got < async_want
+                    if async_want and async_short:
+                        # No more async jobs for now: claims without sync room leave them
+                        # out until a wake or the poll (a sync claim still looks, at no cost).
+                        self._async_idle_until = now + settings.POLL_INTERVAL
+                    # Every kind asked for came back short: nothing left this worker can take.
+                    nothing_left = (async_short or not async_want) and (sync_short or not want)
+                    if (
+                        nothing_left
+                        and self.burst
+                        and not self._claimed
+                        and not self._writeback.buffered
+                    ):
+                        return
+                    if want and nothing_left:
                         drained = True
                         next_claim = self._claimer.idle_until()
-                    else:
+                    elif want or not async_short:
                         next_claim = now
+                    # (An async claim alone that came back short says nothing of sync jobs:
+                    # the next sync room claims at once.)
                 if self._wakes:
                     self._pass_on(drained, got)
                 log_database_back(self.worker_id, backoff.succeeded())
@@ -526,22 +544,26 @@ class Worker:
         )
         room = self.async_concurrency - async_in_hand
         batch = min(self.batch_size, max(1, self.async_concurrency // 2))
-        return sync, room if room >= batch or async_in_hand == async_buffered else 0
+        if room < batch and async_in_hand != async_buffered:
+            room = 0  # a real batch at a time, unless the loop is idle
+        if not sync and time.monotonic() < self._async_idle_until:
+            room = 0  # the last look found none: a wake, the poll or a sync claim looks again
+        return sync, room
 
-    def _claim(self, limit: int, async_limit: int = 0) -> tuple[int, bool]:
+    def _claim(self, limit: int, async_limit: int = 0) -> tuple[int, tuple[int, int]]:
         """Claim up to ``limit`` sync jobs and ``async_limit`` async ones (more when stale ones
         are taken back) and hand them to the threads and the event loop; returns the rows taken
-        (jobs found dead count: not short of work), and whether a kind got all it asked for
-        (more of it may be waiting)."""
+        (jobs found dead count: not short of work), and the jobs of each kind (sync, async)."""
         self._taken = [0, 0]
         taken = self._claimer.claim(limit, self._take, async_limit=async_limit)
         if taken:  # its commit waited for the disk: so are the outcomes written before it
             self._writeback.confirmed()
         if self._metrics is not None:
             self._metrics.claimed(taken)
+        # Rows found dead count as the kind that asked (the claim was not short of work).
         sync_got, async_got = self._taken
-        filled = (0 < limit <= sync_got) or (0 < async_limit <= async_got)
-        return taken, filled
+        dead = taken - sync_got - async_got
+        return taken, (sync_got + dead, async_got) if limit else (sync_got, async_got + dead)
 
     def _take(self, jobs: list[Job]) -> None:
         for job in jobs:

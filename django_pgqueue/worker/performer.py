@@ -11,9 +11,7 @@ must not carry on as a copy of the worker: it ends there (:func:`end_forked_chil
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import dataclasses
 import inspect
 import json
@@ -305,19 +303,16 @@ def run_in_this_process(job: Job) -> Any:
 
 
 def run_awaitable(awaitable: Awaitable[Any]) -> Any:
-    """Run an ``async def`` job's coroutine to its end from sync code (a thread that is not the
-    worker's event loop: ``testing.run_jobs``, a job whose row says sync), on an event loop of
-    its own; with a loop already running in this thread, in a thread of its own."""
+    """Run an ``async def`` job's coroutine to its end from sync code (not the worker's event
+    loop: ``testing.run_jobs``, or a sync caller of ``JobFunction.run``), with
+    ``async_to_sync``: Django's async ORM and ``sync_to_async`` calls inside it run back on
+    this thread, on its connection (a test's transaction included), as in an async view."""
+    from asgiref.sync import async_to_sync
 
     async def wrapped() -> Any:
         return await awaitable
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(wrapped())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(contextvars.copy_context().run, asyncio.run, wrapped()).result()
+    return async_to_sync(wrapped)()
 
 
 def end_forked_child(exc: BaseException | None) -> NoReturn:

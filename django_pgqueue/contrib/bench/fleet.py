@@ -37,7 +37,7 @@ from django_pgqueue.pools import close_pools
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import REFRESH
 
-FLEET_SCENARIOS = ("herd", "producers")
+FLEET_SCENARIOS = ("herd", "producers", "async")
 
 #: Claim statements in ``pg_stat_statements``: every claim sets a claim token (its text there
 #: has the sequence's name replaced by a parameter).
