@@ -48,6 +48,7 @@ from django_pgqueue.operations import Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.events import Events
+from django_pgqueue.worker.executors import failure_outcome
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.performer import aperform, cancelled, end_connections, log_outcome
 
@@ -269,8 +270,6 @@ class AsyncJobs:
                 job.pk,
                 extra=job_fields(job, self.worker_id),
             )
-            from django_pgqueue.worker.executors import failure_outcome
-
             outcome = failure_outcome(job, exc, started_at, self.worker_id)
         self._forget(job.pk)
         self._report(job, outcome)
@@ -321,8 +320,6 @@ class AsyncJobs:
 
     def _fail_all(self) -> None:
         """The loop itself died (a bug of ours): every job on it fails, retried as usual."""
-        from django_pgqueue.worker.executors import failure_outcome
-
         for entry in list(self._running.values()):
             exc = ExecutorDied(f"The event loop running async job #{entry.job.pk} died")
             self._report(entry.job, failure_outcome(entry.job, exc, timezone.now(), self.worker_id))
