@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import connection, connections
 
 from django_pgqueue import current_job, operations
 from django_pgqueue.exceptions import InvalidJobArguments
@@ -216,3 +216,28 @@ def test_an_async_job_reads_the_database_through_the_async_orm():
     assert result.returncode == 0, result.stderr[-3000:]
     job.refresh_from_db()
     assert (job.status, job.result) == (JobStatus.COMPLETED, f"{job.name} 1"), job.last_error
+
+
+def test_async_jobs_database_connections_are_reused_then_closed():
+    """300 async jobs' queries share the one connection of Django's thread for sync code
+    (reused, not one each), and the worker closes it once it is old (CONN_MAX_AGE = 0 here):
+    none is left open behind the jobs."""
+    ids = async_jobs.async_backend_pid.enqueue_many([()] * 300)
+    proc = start_worker("--threads", "1")
+    try:
+        wait_until(lambda: statuses(ids) == {JobStatus.COMPLETED: 300})
+        pids = set(Job.objects.filter(pk__in=ids).values_list("result", flat=True))
+        assert len(pids) < 30
+
+        def others() -> int:  # this database's backends other than ours and the worker's own
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid() AND application_name NOT LIKE 'pgqueue %%' "
+                    "AND backend_type = 'client backend'"
+                )
+                return int(cursor.fetchone()[0])
+
+        wait_until(lambda: others() == 0)
+    finally:
+        stop(proc)

@@ -89,3 +89,16 @@ async def async_reads_the_database(job_id: int) -> str:
     row = await Job.objects.aget(pk=job_id)
     count = await sync_to_async(Job.objects.filter(pk=job_id).count)()
     return f"{row.name} {count}"
+
+
+@job
+async def async_backend_pid() -> int:
+    """The server process of the connection its query ran on (the async ORM's thread's)."""
+    from django.db import connection
+
+    def pid() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return int(cursor.fetchone()[0])
+
+    return await sync_to_async(pid)()
