@@ -29,16 +29,17 @@ from django_pgqueue.contrib.bench.progress import NoProgress, Progress
 from django_pgqueue.contrib.bench.results import BenchError, new_queue_name
 from django_pgqueue.contrib.bench.workers import WorkerProcess
 from django_pgqueue.contrib.bench.workload import register as register_jobs
+from django_pgqueue.states import JobStatus
 
 SPAN = """
 SELECT count(*), extract(epoch FROM max(finished_at) - min(started_at))
-FROM pgqueue_job WHERE id > %s AND queue = %s AND name = %s AND status = 'completed'
+FROM pgqueue_job WHERE id > %s AND queue = %s AND name = %s AND status = %s
 """
 
 
 def _span(after_id: int, queue: str, name: str) -> tuple[int, float]:
     with connections[settings.DATABASE].cursor() as cursor:
-        cursor.execute(SPAN, [after_id, queue, name])
+        cursor.execute(SPAN, [after_id, queue, name, JobStatus.COMPLETED.value])
         count, seconds = cursor.fetchone()
     return int(count), float(seconds or 0.0)
 
