@@ -395,3 +395,20 @@ def test_the_check_names_a_ready_row_whose_kind_is_not_its_jobs():
     with connection.cursor() as cursor:
         cursor.execute("SELECT is_async FROM pgqueue_ready WHERE job_id = %s", [job.pk])
         assert cursor.fetchall() == [(True,)]
+
+
+def test_a_jobs_kind_changed_by_update_moves_its_ready_row_along():
+    """S2: an UPDATE of ``is_async`` (by hand) is followed by the ready row, as the other
+    columns the claims choose by are: the claim then takes it as the kind it says."""
+    job = jobs.noop.enqueue()
+    Job.objects.filter(pk=job.pk).update(is_async=True)
+    assert violations() == {}
+    db = operations.DjangoDatabase("default")
+    sync_only = operations.ClaimRequest(
+        worker_id="w", limit=5, async_limit=0, visibility_timeout=60, reclaim=False
+    )
+    assert operations.claim(db, sync_only)[0] == []
+    async_only = operations.ClaimRequest(
+        worker_id="w", limit=0, async_limit=5, visibility_timeout=60, reclaim=False
+    )
+    assert [j.pk for j in operations.claim(db, async_only)[0]] == [job.pk]

@@ -4,7 +4,8 @@ that a claim takes as many async jobs as its worker's event loop has room for an
 jobs as it has free threads (``sql.claim``), each kind from the ring apart.
 
 The ready row copies it like the other columns the claims choose by (S2 in docs/storage.md):
-the four functions that write ready rows name it now. Async rows have partial indexes of their
+the four functions that write ready rows name it now, and an UPDATE of it moves the job's
+ready row along like one of theirs (``pgqueue_job_ready_update``). Async rows have partial indexes of their
 own in the ring, in the claims' order: a claim for async jobs reads only those (none at all
 where no async job waits), never steps over a backlog of sync ones.
 
@@ -47,6 +48,21 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+DROP TRIGGER pgqueue_job_ready_update ON pgqueue_job;
+CREATE TRIGGER pgqueue_job_ready_update
+AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit,
+    is_async
+ON pgqueue_job FOR EACH ROW
+WHEN ((OLD.status = 'pending' OR NEW.status = 'pending') AND NEW.status <> 'running'
+      AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.queue IS DISTINCT FROM NEW.queue
+           OR OLD.priority IS DISTINCT FROM NEW.priority
+           OR OLD.run_after IS DISTINCT FROM NEW.run_after
+           OR OLD.concurrency_key IS DISTINCT FROM NEW.concurrency_key
+           OR OLD.rate_key IS DISTINCT FROM NEW.rate_key
+           OR OLD.concurrency_limit IS DISTINCT FROM NEW.concurrency_limit
+           OR OLD.is_async IS DISTINCT FROM NEW.is_async))
+EXECUTE FUNCTION pgqueue_ready_update();
 
 CREATE OR REPLACE FUNCTION pgqueue_ready_refill() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -130,6 +146,19 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+DROP TRIGGER pgqueue_job_ready_update ON pgqueue_job;
+CREATE TRIGGER pgqueue_job_ready_update
+AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit
+ON pgqueue_job FOR EACH ROW
+WHEN ((OLD.status = 'pending' OR NEW.status = 'pending') AND NEW.status <> 'running'
+      AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.queue IS DISTINCT FROM NEW.queue
+           OR OLD.priority IS DISTINCT FROM NEW.priority
+           OR OLD.run_after IS DISTINCT FROM NEW.run_after
+           OR OLD.concurrency_key IS DISTINCT FROM NEW.concurrency_key
+           OR OLD.rate_key IS DISTINCT FROM NEW.rate_key
+           OR OLD.concurrency_limit IS DISTINCT FROM NEW.concurrency_limit))
+EXECUTE FUNCTION pgqueue_ready_update();
 
 CREATE OR REPLACE FUNCTION pgqueue_ready_refill() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
