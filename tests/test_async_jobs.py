@@ -241,3 +241,15 @@ def test_async_jobs_database_connections_are_reused_then_closed():
         wait_until(lambda: others() == 0)
     finally:
         stop(proc)
+
+
+def test_a_long_async_job_is_heartbeated_past_the_visibility_timeout(tmp_path):
+    """A job awaiting 4 s under a 1.5 s visibility timeout: the worker's heartbeats keep its
+    lock fresh, so its own reclaim (about once a second) never takes it back: one attempt, no
+    ``WorkerLost``."""
+    job = async_jobs.async_sleep_retried.enqueue(4.0, str(tmp_path))
+    result = run_worker("--threads", "1", env=worker_env(PGQUEUE_VISIBILITY_TIMEOUT="1.5"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.errors) == (JobStatus.COMPLETED, 1, [])
+    assert marks(tmp_path) == [f"start {job.pk}", f"done {job.pk}"]
