@@ -253,3 +253,24 @@ def test_a_long_async_job_is_heartbeated_past_the_visibility_timeout(tmp_path):
     job.refresh_from_db()
     assert (job.status, job.attempts, job.errors) == (JobStatus.COMPLETED, 1, [])
     assert marks(tmp_path) == [f"start {job.pk}", f"done {job.pk}"]
+
+
+def test_a_failing_async_job_is_retried_with_backoff(tmp_path):
+    job = async_jobs.async_fails_until.enqueue(str(tmp_path), 3)
+    result = run_worker("--threads", "1", env=worker_env(PGQUEUE_BACKOFF_BASE="0"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.result) == (JobStatus.COMPLETED, 3, 3)
+    assert [e["exception_class"] for e in job.errors] == ["builtins.ConnectionError"] * 2
+
+
+def test_an_async_job_sees_the_shutdown_and_hands_itself_back(tmp_path):
+    job = async_jobs.async_hands_itself_back.enqueue(str(tmp_path))
+    proc = start_worker("--threads", "1")
+    try:
+        wait_until(lambda: f"start {job.pk}" in marks(tmp_path))
+    finally:
+        log = stop(proc)
+    job.refresh_from_db()
+    assert (job.status, job.interruptions) == (JobStatus.PENDING, 1), log[-3000:]
+    assert "interrupted" in log

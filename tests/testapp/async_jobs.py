@@ -9,7 +9,7 @@ from pathlib import Path
 
 from asgiref.sync import sync_to_async
 
-from django_pgqueue import current_job, job
+from django_pgqueue import JobInterrupted, current_job, job
 
 
 def _mark(directory: str | None, line: str) -> None:
@@ -102,3 +102,23 @@ async def async_backend_pid() -> int:
             return int(cursor.fetchone()[0])
 
     return await sync_to_async(pid)()
+
+
+@job(max_attempts=3)
+async def async_fails_until(marks: str, succeed_on: int) -> int:
+    """Fails until its attempt ``succeed_on``; marks each attempt."""
+    attempt = current_job().attempt
+    _mark(marks, f"attempt {current_job().id} {attempt}")
+    await asyncio.sleep(0)
+    if attempt < succeed_on:
+        raise ConnectionError(f"attempt {attempt} failed")
+    return attempt
+
+
+@job
+async def async_hands_itself_back(marks: str) -> None:
+    """Awaits until its worker shuts down, then hands itself back (``JobInterrupted``)."""
+    _mark(marks, f"start {current_job().id}")
+    while not current_job().shutdown_requested:
+        await asyncio.sleep(0.05)
+    raise JobInterrupted("the worker is shutting down: run me again elsewhere")
