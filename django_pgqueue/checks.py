@@ -154,8 +154,8 @@ STORAGE_CHECKS = {
     "duplicated": ("django_pgqueue.E102", "jobs have more than one ready row (S1)"),
     "disagreeing": (
         "django_pgqueue.E103",
-        "ready rows disagree with their pending job's queue, priority, run_after, keys or "
-        "limit (S2)",
+        "ready rows disagree with their pending job's queue, priority, run_after, keys, "
+        "limit or kind (S2)",
     ),
     "orphaned": (
         "django_pgqueue.E104",

@@ -75,6 +75,12 @@ DEFAULTS: dict[str, Any] = {
     # Worker: seconds a cancelled running job has to return before its thread is abandoned and
     # replaced (its late result dropped); None waits for it however long it runs.
     "CANCEL_TIMEOUT": 30.0,
+    # Worker: how many async def jobs one process runs at once on its event loop, beside its
+    # threads (docs/async.md); run_jobs --async-concurrency.
+    "ASYNC_CONCURRENCY": 1000,
+    # Worker: a job that keeps the event loop from running for this many seconds (time.sleep,
+    # sync ORM calls in an async def) is named in a warning (docs/async.md).
+    "ASYNC_BLOCKED_WARNING": 0.5,
     # Worker: enqueue the periodic schedules' jobs when due (False: this worker only runs jobs).
     "FIRE_SCHEDULES": True,
     # The level of the line a failed attempt logs when the job will be retried (one line, no
@@ -244,6 +250,14 @@ class Settings:
     def CANCEL_TIMEOUT(self) -> float | None:
         value = self.get("CANCEL_TIMEOUT")
         return None if value is None else _seconds(value)
+
+    @property
+    def ASYNC_CONCURRENCY(self) -> int:
+        return int(self.get("ASYNC_CONCURRENCY"))
+
+    @property
+    def ASYNC_BLOCKED_WARNING(self) -> float:
+        return _seconds(self.get("ASYNC_BLOCKED_WARNING"))
 
     @property
     def FIRE_SCHEDULES(self) -> bool:

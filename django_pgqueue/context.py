@@ -1,4 +1,5 @@
-"""``current_job()``: what a running job knows about itself, from inside its own thread.
+"""``current_job()``: what a running job knows about itself, from inside its own thread (or,
+for an ``async def`` job, its own asyncio task).
 
 The worker's executor makes a :class:`CurrentJob` for each attempt and binds it to the thread
 running it. The job reads its id and attempt, asks whether it was cancelled
@@ -14,6 +15,7 @@ memory only (``progress``), no shutdown (``request_shutdown()`` makes one, for a
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import threading
@@ -26,7 +28,12 @@ from django_pgqueue.sql import dumps
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
 
-_local = threading.local()
+#: The job running: a context variable, so that it is each thread's own (a new thread starts
+#: with none) and each asyncio task's own (a task runs in a copy of the context it was made
+#: in): right for a sync job in its executor thread and for every async job on the event loop.
+_current: contextvars.ContextVar[CurrentJob | None] = contextvars.ContextVar(
+    "pgqueue_current_job", default=None
+)
 
 
 class CurrentJob:
@@ -159,18 +166,27 @@ def current_job() -> CurrentJob:
     """The job running in this thread; outside a worker (a job function called directly), a
     standalone one (:meth:`CurrentJob.standalone`), the same for the whole call when the
     function is a ``@job`` (its name, queue and ``max_attempts``), else a new one."""
-    job: CurrentJob | None = getattr(_local, "job", None)
+    job = _current.get()
     if job is None:
         return CurrentJob.standalone()
     return job
 
 
 def bound() -> CurrentJob | None:
-    """The job bound to the calling thread, if any."""
-    job: CurrentJob | None = getattr(_local, "job", None)
-    return job
+    """The job bound to the calling thread (or asyncio task), if any."""
+    return _current.get()
 
 
 def bind(job: CurrentJob | None) -> None:
     """Make ``job`` what ``current_job()`` returns in the calling thread (None: no job)."""
-    _local.job = job
+    _current.set(job)
+
+
+def bind_async(job: CurrentJob) -> contextvars.Token[CurrentJob | None]:
+    """Make ``job`` current in the running context (an asyncio task's); give the token back to
+    :func:`unbind_async` when it ends."""
+    return _current.set(job)
+
+
+def unbind_async(token: contextvars.Token[CurrentJob | None]) -> None:
+    _current.reset(token)

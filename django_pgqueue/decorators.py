@@ -58,6 +58,8 @@ class JobFunction[**P, R]:
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if context.bound() is not None:  # in a worker (or called by a running job)
             return self.func(*args, **kwargs)
+        if self.spec.is_async:  # the coroutine binds its standalone context as it runs
+            return self._standalone(*args, **kwargs)  # type: ignore[return-value]
         # Called directly (a test): current_job() is a standalone context for this call.
         spec = self.spec
         context.bind(
@@ -69,6 +71,20 @@ class JobFunction[**P, R]:
             return self.func(*args, **kwargs)
         finally:
             context.bind(None)
+
+    async def _standalone(self, *args: Any, **kwargs: Any) -> Any:
+        """An ``async def`` job called directly: awaited with a standalone ``current_job()``
+        for the call (a context variable: the caller's own context is left as it was)."""
+        spec = self.spec
+        token = context.bind_async(
+            context.CurrentJob.standalone(
+                spec.name, spec.resolved_queue, spec.resolved_max_attempts
+            )
+        )
+        try:
+            return await self.func(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            context.unbind_async(token)
 
     def using(
         self,
@@ -113,6 +129,18 @@ class JobFunction[**P, R]:
         """
         args_json, kwargs_json = self.serialize(args, kwargs)
         return operations.insert(self._database(), self.spec, args_json, kwargs_json)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """``enqueue`` for async callers (an async view, an async job): the INSERT runs through
+        ``sync_to_async`` on Django's thread for sync code, so inside a function that
+        ``sync_to_async`` runs in a transaction, ``enqueue`` itself joins it (docs/async.md).
+        Arguments are checked before anything is sent."""
+        from asgiref.sync import sync_to_async
+
+        args_json, kwargs_json = self.serialize(args, kwargs)
+        return await sync_to_async(operations.insert)(
+            self._database(), self.spec, args_json, kwargs_json
+        )
 
     def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Enqueue once the current transaction commits; nothing happens if it rolls back.
@@ -260,8 +288,6 @@ def job[**P, R](
     """
 
     def decorate(f: Callable[P, R]) -> JobFunction[P, R]:
-        if inspect.iscoroutinefunction(f):
-            raise TypeError(f"@job does not take coroutine functions ({f.__qualname__})")
         spec = JobSpec(
             name=name or f"{f.__module__}.{f.__qualname__}",
             queue=queue,
@@ -282,6 +308,8 @@ def job[**P, R](
             schedule_kwargs=dict(schedule_kwargs or {}),
             cron_timezone=cron_timezone,
             catch_up=catch_up,
+            # An async def job runs on the worker's event loop (docs/async.md).
+            is_async=inspect.iscoroutinefunction(f),
         )
         handle = JobFunction(func=f, spec=spec)
         if spec.periodic:  # the scheduled calls' arguments fail here, not at every tick

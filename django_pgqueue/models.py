@@ -129,6 +129,12 @@ class Job(models.Model):
         help_text="W3C trace context of the span that enqueued it (traceparent, tracestate); "
         "NULL outside a trace.",
     )
+    is_async = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text="An async def job: run on its worker's event loop.",
+    )
 
     objects = JobManager()
 

@@ -64,6 +64,9 @@ class JobSpec:
     cron_timezone: str | None = None
     #: After an outage, enqueue every missed tick (capped) instead of only the latest.
     catch_up: bool = False
+    #: An ``async def`` job: stored as such (``pgqueue_job.is_async``), run on a worker's event
+    #: loop (docs/async.md). Set from the function, never an option.
+    is_async: bool = False
 
     def __post_init__(self) -> None:
         for name in _SECONDS:  # timedeltas are accepted; seconds are kept

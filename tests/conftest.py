@@ -105,6 +105,7 @@ SLOW_MODULES = {
 #: The Django-facing modules (enqueue and on_commit, admin, checks, migrations, views, the
 #: tasks backend, the pool, the queue database's router) run on every supported Django.
 WORKER_MODULES = {
+    "test_async_jobs.py",
     "test_cancel.py",
     "test_claim.py",
     "test_events.py",

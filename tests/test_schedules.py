@@ -371,7 +371,8 @@ def test_a_worker_dying_mid_firing_neither_loses_nor_doubles_the_tick():
     raw.execute("BEGIN")
     assert raw.execute(sql.LOCK_DUE, [now, 10]).fetchall()
     raw.execute(
-        sql.INSERT_TICKS, ["default", 0, 5, None, None, None, None, [at(2026, 1, 1)], schedule.pk]
+        sql.INSERT_TICKS,
+        ["default", 0, 5, None, None, None, None, False, [at(2026, 1, 1)], schedule.pk],
     )
     pid = raw.info.backend_pid
     assert fire(now).enqueued == 0  # locked by A: skipped, not doubled

@@ -401,3 +401,39 @@ def test_repair_rounds_slow_down_as_many_times_as_workers_share_them():
         clock.now += 6.0
         assert first.round(db) == (operations.Repaired(), pytest.approx(6.0))  # not due yet
         assert second.round(db)[1] == pytest.approx(6.0)
+
+
+def test_the_check_names_a_ready_row_whose_kind_is_not_its_jobs():
+    """S2/S13: an async job's ready row says async; one that does not is named (E103) and the
+    repair puts it right, so the claim takes the job as the kind it is."""
+    from tests.testapp import async_jobs
+
+    job = async_jobs.async_noop.enqueue()
+    assert Job.objects.get(pk=job.pk).is_async
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute("UPDATE pgqueue_ready SET is_async = false WHERE job_id = %s", [job.pk])
+    assert violations() == {"disagreeing": (job.pk,)}
+    assert "django_pgqueue.E103" in check_output()
+    call_command("pgqueue_repair", stdout=StringIO())
+    assert violations() == {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT is_async FROM pgqueue_ready WHERE job_id = %s", [job.pk])
+        assert cursor.fetchall() == [(True,)]
+
+
+def test_a_jobs_kind_changed_by_update_moves_its_ready_row_along():
+    """S2: an UPDATE of ``is_async`` (by hand) is followed by the ready row, as the other
+    columns the claims choose by are: the claim then takes it as the kind it says."""
+    job = jobs.noop.enqueue()
+    Job.objects.filter(pk=job.pk).update(is_async=True)
+    assert violations() == {}
+    db = operations.DjangoDatabase("default")
+    sync_only = operations.ClaimRequest(
+        worker_id="w", limit=5, async_limit=0, visibility_timeout=60, reclaim=False
+    )
+    assert operations.claim(db, sync_only)[0] == []
+    async_only = operations.ClaimRequest(
+        worker_id="w", limit=0, async_limit=5, visibility_timeout=60, reclaim=False
+    )
+    assert [j.pk for j in operations.claim(db, async_only)[0]] == [job.pk]

@@ -218,6 +218,16 @@ def test_async_task_enqueued_from_async_code_runs_on_the_worker(t):
     assert result.return_value == 42
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_async_task_runs_natively_on_the_workers_event_loop(t):
+    from django_pgqueue.models import Job
+
+    result = t.async_where.enqueue()
+    assert Job.objects.get(pk=int(result.id)).is_async
+    work()
+    assert t.async_where.get_result(result.id).return_value == "pgqueue-asyncio"
+
+
 # ----- failures, retries, context ---------------------------------------------------------------
 
 

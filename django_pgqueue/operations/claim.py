@@ -47,8 +47,12 @@ class ClaimRequest:
     """
 
     worker_id: str
-    #: At most this many jobs.
+    #: At most this many jobs (with ``async_limit``: this many sync jobs).
     limit: int
+    #: At most this many ``async def`` jobs besides (a worker: its event loop's room), each
+    #: kind picked apart (``sql.ready.by_kind``). ``None``: jobs of either kind, ``limit`` in
+    #: all (the manager, ``testing.run_jobs``).
+    async_limit: int | None = None
     #: Served in the order given (``None``: every queue, by priority).
     queues: Sequence[str] | None = None
     visibility_timeout: float
@@ -125,9 +129,14 @@ def claim(
     """
     controlled = path.read(db) if path is not None else limited_claim_needed(db)
     worker_id, queues, limit = request.worker_id, request.queues, request.limit
+    async_limit = request.async_limit
+    total = limit if async_limit is None else limit + async_limit
     params: dict[str, Any] = {
         "worker": worker_id,
-        "limit": limit,
+        # Reclaimed first, of either kind, up to the total; then each kind's room.
+        "limit": total,
+        "async_limit": limit if async_limit is None else async_limit,
+        "total": total,
         "visibility": request.visibility_timeout,
         "since": None,
         "rate_limits": request.rate_limits,
@@ -148,12 +157,20 @@ def claim(
             cursor.execute(sql.RECLAIM_NAMED_QUEUES if queues else sql.RECLAIM_ALL_QUEUES, params)
             rows = cursor.fetchall()
         if stale_scan is not None:
-            stale_scan.done(len(rows) < limit)
-        params["limit"] = limit - len(rows)
+            stale_scan.done(len(rows) < total)
+    stale_async = sum(1 for row in rows if row[_IS_ASYNC])
+    if async_limit is None:  # either kind, within what is left of the total
+        params["limit"] = params["async_limit"] = params["total"] = total - len(rows)
+    else:
+        params["limit"] = max(limit - (len(rows) - stale_async), 0)
+        params["async_limit"] = max(async_limit - stale_async, 0)
+        params["total"] = max(total - len(rows), 0)
     if request.fresh is not None:  # the caller has just claimed: only what the promotion added
-        params["limit"] = min(params["limit"], request.fresh if promoted else 0)
+        params["total"] = min(params["total"], request.fresh if promoted else 0)
+    if params["total"] <= 0:
+        params["limit"] = params["async_limit"] = params["total"] = 0
     stale_rows, rows = rows, []
-    for attempt in range(CLAIM_RACE_RETRIES if params["limit"] > 0 else 0):
+    for attempt in range(CLAIM_RACE_RETRIES if params["total"] > 0 else 0):
         try:
             # The limited claim is two statements in a real transaction: its advisory locks
             # (claims counting the same limits, one after the other) last until it commits.
@@ -306,6 +323,7 @@ def _claimed_fields() -> tuple[str, ...]:
 
 
 _ARGS = JOB_COLUMNS.index("args")
+_IS_ASYNC = JOB_COLUMNS.index("is_async")
 _KWARGS = JOB_COLUMNS.index("kwargs")
 _ATTEMPTS = JOB_COLUMNS.index("attempts")
 _TRACE_CONTEXT = JOB_COLUMNS.index("trace_context")

@@ -71,6 +71,7 @@ def _insert(
         spec.unique_key,
         spec.concurrency_key,
         trace_json,
+        spec.is_async,
     )
     statement = sql.INSERT_ONE
     if spec.limited:
@@ -101,6 +102,7 @@ def _insert(
                     rate_key=spec.resolved_rate_key,
                     created_at=inserted[2],
                     trace_context=None if trace_json is None else decode_json(trace_json),
+                    is_async=spec.is_async,
                 )
                 job.deduplicated = False
                 wake_after_commit(db, queue, job.pk)
@@ -171,6 +173,7 @@ def _insert_few(
                 spec.resolved_max_attempts,
                 spec.concurrency_key,
                 trace_json,
+                spec.is_async,
                 [args_json for args_json, _ in payloads],
                 [kwargs_json for _, kwargs_json in payloads],
                 notify_mode(),
@@ -224,6 +227,7 @@ def _copy_many(
                             run_after,
                             max_attempts,
                             spec.concurrency_key,
+                            spec.is_async,
                             *tail,
                         )
                     )

@@ -99,6 +99,7 @@ def _insert_ticks(cursor: Cursor, schedule_id: int, job: str, ticks: list[Any]) 
             spec.concurrency_key,
             spec.resolved_concurrency_limit,
             spec.resolved_rate_key,
+            spec.is_async,
             ticks,
             schedule_id,
         ],

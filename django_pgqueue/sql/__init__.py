@@ -74,6 +74,8 @@ JOB_COLUMNS = (
     "claim_token",
     # The enqueue span's W3C context, for the run's span (NULL, and never decoded, without it).
     "trace_context",
+    # The job's kind: an ``async def`` job runs on the worker's event loop (docs/async.md).
+    "is_async",
 )
 
 # PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, and +-infinity; Python's datetime

@@ -24,7 +24,7 @@ from django_pgqueue.sql import (
     job_columns,
 )
 from django_pgqueue.sql.queues import QUEUE_TABLE
-from django_pgqueue.sql.ready import candidates, delete_taken
+from django_pgqueue.sql.ready import by_kind, candidates, delete_taken
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
@@ -46,16 +46,25 @@ _FRESH_COLUMNS = (
     "r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after"
 )
 
-_FRESH_ALL_QUEUES = candidates(_FRESH_FILTER, _KEY_LOCK, _FRESH_COLUMNS)
+# Each kind apart (``ready.by_kind``): up to ``%(limit)s`` sync jobs, ``%(async_limit)s`` async.
+_FRESH_ALL_QUEUES = by_kind(
+    lambda kind, limit: candidates(f"{kind} AND {_FRESH_FILTER}", _KEY_LOCK, _FRESH_COLUMNS, limit)
+)
 
-_FRESH_NAMED_QUEUES = f"""
+
+def _fresh_of_named_queues(kind: str, limit: str) -> str:
+    fresh = candidates(
+        f"r.queue = q.name AND {kind} AND {_FRESH_FILTER}", _KEY_LOCK, _FRESH_COLUMNS, limit
+    )
+    return f"""
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
-    CROSS JOIN LATERAL ({
-    candidates(f"r.queue = q.name AND {_FRESH_FILTER}", _KEY_LOCK, _FRESH_COLUMNS)
-}
+    CROSS JOIN LATERAL ({fresh}
     ) c
-    LIMIT %(limit)s
+    LIMIT {limit}
 """
+
+
+_FRESH_NAMED_QUEUES = by_kind(_fresh_of_named_queues)
 
 
 # A stale job that has used all its attempts goes dead instead of running again; one that was
@@ -83,7 +92,7 @@ WITH fresh AS MATERIALIZED ({{fresh}}
     (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, {claim_order(job_id="id")})
-    LIMIT %(limit)s
+    LIMIT %(total)s::integer
 ), gone AS (
     SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ){delete_taken("gone")}"""

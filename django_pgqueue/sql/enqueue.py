@@ -18,6 +18,8 @@ INSERT_COLUMNS = (
     "concurrency_key",
     # The enqueue span's W3C context (docs/tracing.md): NULL without OpenTelemetry.
     "trace_context",
+    # The job's kind: true for an ``async def`` job (docs/async.md).
+    "is_async",
 )
 
 # Notifications (docs/worker.md, "How workers wake"): by default ``enqueue()`` notifies after
@@ -32,7 +34,8 @@ _NOTIFY_MODE = "set_config('pgqueue.notify', %s::text, true)"
 
 INSERT_ONE = f"""
 INSERT INTO {TABLE} ({", ".join(INSERT_COLUMNS)})
-VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
+        %s::boolean)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
 RETURNING id, run_after, created_at, {_NOTIFY_MODE}
@@ -43,7 +46,8 @@ RETURNING id, run_after, created_at, {_NOTIFY_MODE}
 _LIMITED_COLUMNS = (*INSERT_COLUMNS, "concurrency_limit", "rate_key")
 INSERT_ONE_LIMITED = f"""
 INSERT INTO {TABLE} ({", ".join(_LIMITED_COLUMNS)})
-VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
+        %s::boolean, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
 RETURNING id, run_after, created_at, {_NOTIFY_MODE}
@@ -66,21 +70,22 @@ SELECT array_agg(id ORDER BY id), now() FROM ids
 #: ``nextval`` runs row by row in that order, so the ids sorted are the input's order.
 INSERT_FEW = f"""
 INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempts,
-                     concurrency_key, trace_context)
-SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb
+                     concurrency_key, trace_context, is_async)
+SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb, %s::boolean
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
 RETURNING id, run_after, {_NOTIFY_MODE}
 """
 
 COPY_MANY = f"""
-COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key)
+COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
+              is_async)
 FROM STDIN
 """
 
 COPY_MANY_LIMITED = f"""
 COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
-              concurrency_limit, rate_key)
+              is_async, concurrency_limit, rate_key)
 FROM STDIN
 """
 
@@ -88,13 +93,13 @@ FROM STDIN
 # name it: without OpenTelemetry, COPY writes no NULL for it in every row.
 COPY_MANY_TRACED = f"""
 COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
-              trace_context)
+              is_async, trace_context)
 FROM STDIN
 """
 
 COPY_MANY_LIMITED_TRACED = f"""
 COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
-              concurrency_limit, rate_key, trace_context)
+              is_async, concurrency_limit, rate_key, trace_context)
 FROM STDIN
 """
 

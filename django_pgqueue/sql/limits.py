@@ -36,6 +36,7 @@ from django_pgqueue.sql.ready import (
     HELD_TABLE,
     INSERT_SLOT,
     READY_TABLE,
+    by_kind,
     candidates,
     delete_taken,
     insert_moved,
@@ -165,14 +166,25 @@ _COLUMNS = (
 )
 
 # ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
-_FRESH_ALL_QUEUES = candidates(_FILTER, _KEY_LOCK, f"{_COLUMNS}, 0 AS ord")
+# Each kind apart (``ready.by_kind``): up to ``%(limit)s`` sync jobs, ``%(async_limit)s`` async.
+_FRESH_ALL_QUEUES = by_kind(
+    lambda kind, limit: candidates(
+        f"{kind} AND {_FILTER}", _KEY_LOCK, f"{_COLUMNS}, 0 AS ord", limit
+    )
+)
 
-_FRESH_NAMED_QUEUES = f"""
+
+def _fresh_of_named_queues(kind: str, limit: str) -> str:
+    fresh = candidates(f"r.queue = q.name AND {kind} AND {_FILTER}", _KEY_LOCK, _COLUMNS, limit)
+    return f"""
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
-    CROSS JOIN LATERAL ({candidates(f"r.queue = q.name AND {_FILTER}", _KEY_LOCK, _COLUMNS)}
+    CROSS JOIN LATERAL ({fresh}
     ) c
-    LIMIT %(limit)s
+    LIMIT {limit}
 """
+
+
+_FRESH_NAMED_QUEUES = by_kind(_fresh_of_named_queues)
 
 _ORDER_F = f"ORDER BY {claim_order('f.', 'id')}"
 
@@ -258,7 +270,7 @@ WITH window_room AS MATERIALIZED (
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
     ORDER BY e.ord, {claim_order("e.", "id")}
-    LIMIT %(limit)s
+    LIMIT %(total)s::integer
 ), key_starts AS (
     {_record_starts("key:", "rate_key")}
 ), queue_starts AS (

@@ -32,6 +32,8 @@ deleted without running anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django_pgqueue.sql import PENDING, TABLE, claim_order
 
 READY_TABLE = "pgqueue_ready"
@@ -50,7 +52,16 @@ STRAGGLERS = 256
 
 
 #: The job columns a ready row copies: those of ``0006_ready_ring``, and the limits' (``0007``).
-COLUMNS = ("queue", "priority", "run_after", "concurrency_key", "rate_key", "concurrency_limit")
+COLUMNS = (
+    "queue",
+    "priority",
+    "run_after",
+    "concurrency_key",
+    "rate_key",
+    "concurrency_limit",
+    # The job's kind (``0021_job_kind``): a claim takes each kind apart (``sql.claim``).
+    "is_async",
+)
 _COPIED = ", ".join(COLUMNS)
 
 
@@ -69,9 +80,9 @@ def agrees(job: str, row: str) -> str:
     """Whether the ready row ``row`` copies the job ``job`` as it is now (both: aliases)."""
     return (
         f"({job}.queue, {job}.priority, {job}.run_after, {job}.concurrency_key, "
-        f"{job}.rate_key, {job}.concurrency_limit) IS NOT DISTINCT FROM ({row}.queue, "
-        f"{row}.priority, {row}.run_after, {row}.concurrency_key, {row}.rate_key, "
-        f"{row}.concurrency_limit)"
+        f"{job}.rate_key, {job}.concurrency_limit, {job}.is_async) IS NOT DISTINCT FROM "
+        f"({row}.queue, {row}.priority, {row}.run_after, {row}.concurrency_key, {row}.rate_key, "
+        f"{row}.concurrency_limit, {row}.is_async)"
     )
 
 
@@ -105,8 +116,8 @@ def job_of_row(row: str) -> str:
 STEP_OVER = 1000
 
 
-def candidates(where: str, then: str, columns: str) -> str:
-    """A claim's pick: ``columns`` of up to ``%(limit)s`` ring rows ``r`` that ``where`` keeps
+def candidates(where: str, then: str, columns: str, limit: str = "%(limit)s") -> str:
+    """A claim's pick: ``columns`` of up to ``limit`` ring rows ``r`` that ``where`` keeps
     (no side effects: it may be evaluated for every row of the ring), taken in the claims'
     order, each locked ``SKIP LOCKED``, then kept if its job can be locked and taken
     (:func:`job_of_row`, alias ``j``) and ``then`` holds (``then`` may take advisory locks).
@@ -125,11 +136,25 @@ def candidates(where: str, then: str, columns: str) -> str:
         SELECT r.slot, r.ctid AS row_id, r.job_id, {copied} FROM {READY_TABLE} r
         WHERE {where}
         ORDER BY {claim_order("r.")}
-        LIMIT %(limit)s + {STEP_OVER}
+        LIMIT {limit} + {STEP_OVER}
         FOR UPDATE SKIP LOCKED) r
     {job_of_row("r")}
     WHERE {then}
-    LIMIT %(limit)s"""
+    LIMIT {limit}"""
+
+
+#: The claims' limits by kind (``0021_job_kind``): ``%(limit)s`` sync jobs (the worker's free
+#: threads), ``%(async_limit)s`` async ones (its event loop's room), ``%(total)s::integer`` at most
+#: in all. Each kind is picked apart (:func:`by_kind`): room for one kind never fills with the
+#: other, and a kind without room reads nothing (``LIMIT 0``).
+SYNC, ASYNC = "NOT r.is_async", "r.is_async"
+KIND_LIMITS = {SYNC: "%(limit)s", ASYNC: "%(async_limit)s::integer"}
+
+
+def by_kind(pick: Callable[[str, str], str]) -> str:
+    """``pick(kind, limit)`` for each kind (a condition on the ring row ``r``, and its limit
+    parameter), one after the other (``UNION ALL``): what a claim takes of each."""
+    return "\n    UNION ALL\n".join(f"({pick(kind, limit)})" for kind, limit in KIND_LIMITS.items())
 
 
 #: Where a moved row ``m`` goes by its job id and ``run_after``: a ring slot, or the later

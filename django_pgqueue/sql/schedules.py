@@ -25,9 +25,9 @@ FOR UPDATE SKIP LOCKED
 #: The job's limits come from its declaration, as ``enqueue`` gives them.
 INSERT_TICKS = f"""
 INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key,
-                     concurrency_key, concurrency_limit, rate_key, schedule)
+                     concurrency_key, concurrency_limit, rate_key, is_async, schedule)
 SELECT coalesce(s.queue, %s), s.job, s.args, s.kwargs, coalesce(s.priority, %s),
-       coalesce(t.tick, now()), %s, %s, %s, %s, %s, s.name
+       coalesce(t.tick, now()), %s, %s, %s, %s, %s, %s::boolean, s.name
 FROM {SCHEDULE_TABLE} s CROSS JOIN unnest(%s::timestamptz[]) AS t(tick)
 WHERE s.id = %s
 ORDER BY t.tick

@@ -1,4 +1,4 @@
--- The queue's schema after migration 0020_wake_rota: every pgqueue_* object.
+-- The queue's schema after migration 0021_job_kind: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -42,8 +42,8 @@ CREATE FUNCTION public.pgqueue_ready_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-    SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+    SELECT pgqueue_ready_slot(id, run_after), id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async
     FROM inserted WHERE status = 'pending';
     RETURN NULL;
 END;
@@ -77,8 +77,8 @@ BEGIN
         END IF;
         EXECUTE format(
             'WITH moved AS (DELETE FROM %I RETURNING *) '
-            'INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit) '
-            'SELECT %s, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit FROM moved', part, target);
+            'INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async) '
+            'SELECT %s, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async FROM moved', part, target);
     END IF;
     EXECUTE format('TRUNCATE %I', part);
     RETURN true;
@@ -102,10 +102,11 @@ BEGIN
             ORDER BY priority DESC, run_after, job_id LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING h.*)
     INSERT INTO pgqueue_ready
-        (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+        (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit,
+         is_async)
     SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
         / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key,
-        m.concurrency_limit
+        m.concurrency_limit, m.is_async
     FROM m;
     RETURN NULL;
 END;
@@ -138,9 +139,10 @@ BEGIN
     IF NEW.status = 'pending' THEN
         INSERT INTO pgqueue_ready
             (slot, job_id, queue, priority, run_after, concurrency_key, rate_key,
-             concurrency_limit)
+             concurrency_limit, is_async)
         VALUES (pgqueue_ready_slot(NEW.id, NEW.run_after), NEW.id, NEW.queue, NEW.priority,
-                NEW.run_after, NEW.concurrency_key, NEW.rate_key, NEW.concurrency_limit);
+                NEW.run_after, NEW.concurrency_key, NEW.rate_key, NEW.concurrency_limit,
+                NEW.is_async);
     END IF;
     RETURN NULL;
 END;
@@ -200,6 +202,7 @@ CREATE TABLE public.pgqueue_job (
     interruptions integer DEFAULT 0 NOT NULL,
     claim_token bigint,
     trace_context jsonb,
+    is_async boolean DEFAULT false NOT NULL,
     CONSTRAINT pgqueue_job_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT pgqueue_job_concurrency_limit_check CHECK ((concurrency_limit >= 0)),
     CONSTRAINT pgqueue_job_concurrency_place_check CHECK ((concurrency_place >= 0)),
@@ -242,7 +245,8 @@ CREATE TABLE public.pgqueue_ready (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 )
 PARTITION BY LIST (slot);
 
@@ -255,7 +259,8 @@ CREATE TABLE public.pgqueue_ready_0 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_1
@@ -267,7 +272,8 @@ CREATE TABLE public.pgqueue_ready_1 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_2
@@ -279,7 +285,8 @@ CREATE TABLE public.pgqueue_ready_2 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_3
@@ -291,7 +298,8 @@ CREATE TABLE public.pgqueue_ready_3 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_4
@@ -303,7 +311,8 @@ CREATE TABLE public.pgqueue_ready_4 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_5
@@ -315,7 +324,8 @@ CREATE TABLE public.pgqueue_ready_5 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_6
@@ -327,7 +337,8 @@ CREATE TABLE public.pgqueue_ready_6 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_7
@@ -339,7 +350,8 @@ CREATE TABLE public.pgqueue_ready_7 (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_held
@@ -351,7 +363,8 @@ CREATE TABLE public.pgqueue_ready_held (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_later
@@ -363,7 +376,8 @@ CREATE TABLE public.pgqueue_ready_later (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_ready_parked
@@ -375,7 +389,8 @@ CREATE TABLE public.pgqueue_ready_parked (
     run_after timestamp with time zone NOT NULL,
     concurrency_key character varying(255),
     rate_key character varying(255),
-    concurrency_limit integer
+    concurrency_limit integer,
+    is_async boolean DEFAULT false NOT NULL
 );
 
 -- TABLE pgqueue_schedule
@@ -551,8 +566,14 @@ CREATE INDEX pgqueue_ready_0_job_id_idx1 ON public.pgqueue_ready_0 USING btree (
 -- INDEX pgqueue_ready_0_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_0_priority_run_after_job_id_idx ON public.pgqueue_ready_0 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_0_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_0_priority_run_after_job_id_idx1 ON public.pgqueue_ready_0 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_0 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_0_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_0 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_1_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_1_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -566,8 +587,14 @@ CREATE INDEX pgqueue_ready_1_job_id_idx1 ON public.pgqueue_ready_1 USING btree (
 -- INDEX pgqueue_ready_1_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_1_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_1_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_1_priority_run_after_job_id_idx1 ON public.pgqueue_ready_1 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_1 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_1_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_1 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_2_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_2_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -581,8 +608,14 @@ CREATE INDEX pgqueue_ready_2_job_id_idx1 ON public.pgqueue_ready_2 USING btree (
 -- INDEX pgqueue_ready_2_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_2_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_2_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_2_priority_run_after_job_id_idx1 ON public.pgqueue_ready_2 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_2 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_2_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_2 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_3_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_3_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -596,8 +629,14 @@ CREATE INDEX pgqueue_ready_3_job_id_idx1 ON public.pgqueue_ready_3 USING btree (
 -- INDEX pgqueue_ready_3_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_3_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_3_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_3_priority_run_after_job_id_idx1 ON public.pgqueue_ready_3 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_3 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_3_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_3 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_4_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_4_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -611,8 +650,14 @@ CREATE INDEX pgqueue_ready_4_job_id_idx1 ON public.pgqueue_ready_4 USING btree (
 -- INDEX pgqueue_ready_4_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_4_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_4_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_4_priority_run_after_job_id_idx1 ON public.pgqueue_ready_4 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_4 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_4_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_4 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_5_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_5_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -626,8 +671,14 @@ CREATE INDEX pgqueue_ready_5_job_id_idx1 ON public.pgqueue_ready_5 USING btree (
 -- INDEX pgqueue_ready_5_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_5_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_5_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_5_priority_run_after_job_id_idx1 ON public.pgqueue_ready_5 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_5 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_5_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_5 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_6_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_6_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -641,8 +692,14 @@ CREATE INDEX pgqueue_ready_6_job_id_idx1 ON public.pgqueue_ready_6 USING btree (
 -- INDEX pgqueue_ready_6_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_6_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_6_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_6_priority_run_after_job_id_idx1 ON public.pgqueue_ready_6 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_6 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_6_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_6 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_7_coalesce_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_7_coalesce_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (COALESCE(('c:'::text || (concurrency_key)::text), ('r:'::text || (rate_key)::text)), priority DESC, run_after, job_id) WHERE ((concurrency_key IS NOT NULL) OR (rate_key IS NOT NULL));
@@ -656,8 +713,20 @@ CREATE INDEX pgqueue_ready_7_job_id_idx1 ON public.pgqueue_ready_7 USING btree (
 -- INDEX pgqueue_ready_7_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_7_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_7_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_7_priority_run_after_job_id_idx1 ON public.pgqueue_ready_7 USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_7_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_7_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_7 USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_7_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_7_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_7 USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
+
+-- INDEX pgqueue_ready_async
+CREATE INDEX pgqueue_ready_async ON ONLY public.pgqueue_ready USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
+-- INDEX pgqueue_ready_async_queue
+CREATE INDEX pgqueue_ready_async_queue ON ONLY public.pgqueue_ready USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_claim
 CREATE INDEX pgqueue_ready_claim ON ONLY public.pgqueue_ready USING btree (priority DESC, run_after, job_id);
@@ -680,11 +749,17 @@ CREATE INDEX pgqueue_ready_held_job_id_idx ON public.pgqueue_ready_held USING bt
 -- INDEX pgqueue_ready_held_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_held_priority_run_after_job_id_idx ON public.pgqueue_ready_held USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_held_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_held_priority_run_after_job_id_idx1 ON public.pgqueue_ready_held USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_held_queue
 CREATE INDEX pgqueue_ready_held_queue ON public.pgqueue_ready_held USING btree (queue, priority DESC, run_after, job_id) WHERE ((concurrency_key IS NULL) AND (rate_key IS NULL));
 
 -- INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_held USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_held_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_held USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_job
 CREATE INDEX pgqueue_ready_job ON ONLY public.pgqueue_ready USING btree (job_id);
@@ -704,8 +779,14 @@ CREATE INDEX pgqueue_ready_later_job_id_idx1 ON public.pgqueue_ready_later USING
 -- INDEX pgqueue_ready_later_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_later_priority_run_after_job_id_idx ON public.pgqueue_ready_later USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_later_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_later_priority_run_after_job_id_idx1 ON public.pgqueue_ready_later USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_later_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_later_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_later USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_later_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_later_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_later USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_ready_limited
 CREATE INDEX pgqueue_ready_limited ON ONLY public.pgqueue_ready USING btree (job_id) WHERE ((rate_key IS NOT NULL) OR (concurrency_limit IS NOT NULL));
@@ -722,8 +803,14 @@ CREATE INDEX pgqueue_ready_parked_job_id_idx ON public.pgqueue_ready_parked USIN
 -- INDEX pgqueue_ready_parked_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_parked_priority_run_after_job_id_idx ON public.pgqueue_ready_parked USING btree (priority DESC, run_after, job_id);
 
+-- INDEX pgqueue_ready_parked_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_parked_priority_run_after_job_id_idx1 ON public.pgqueue_ready_parked USING btree (priority DESC, run_after, job_id) WHERE is_async;
+
 -- INDEX pgqueue_ready_parked_queue_priority_run_after_job_id_idx
 CREATE INDEX pgqueue_ready_parked_queue_priority_run_after_job_id_idx ON public.pgqueue_ready_parked USING btree (queue, priority DESC, run_after, job_id);
+
+-- INDEX pgqueue_ready_parked_queue_priority_run_after_job_id_idx1
+CREATE INDEX pgqueue_ready_parked_queue_priority_run_after_job_id_idx1 ON public.pgqueue_ready_parked USING btree (queue, priority DESC, run_after, job_id) WHERE is_async;
 
 -- INDEX pgqueue_sched_due
 CREATE INDEX pgqueue_sched_due ON public.pgqueue_schedule USING btree (next_run_at) WHERE enabled;
@@ -746,8 +833,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_0
 -- INDEX ATTACH pgqueue_ready_0_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_0_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_0_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_0_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_0_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_0_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_0_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_0_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_1_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_1_coalesce_priority_run_after_job_id_idx;
@@ -761,8 +854,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_1
 -- INDEX ATTACH pgqueue_ready_1_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_1_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_1_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_1_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_1_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_1_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_1_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_1_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_2_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_2_coalesce_priority_run_after_job_id_idx;
@@ -776,8 +875,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_2
 -- INDEX ATTACH pgqueue_ready_2_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_2_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_2_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_2_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_2_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_2_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_2_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_2_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_3_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_3_coalesce_priority_run_after_job_id_idx;
@@ -791,8 +896,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_3
 -- INDEX ATTACH pgqueue_ready_3_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_3_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_3_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_3_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_3_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_3_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_3_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_3_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_4_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_4_coalesce_priority_run_after_job_id_idx;
@@ -806,8 +917,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_4
 -- INDEX ATTACH pgqueue_ready_4_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_4_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_4_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_4_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_4_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_4_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_4_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_4_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_5_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_5_coalesce_priority_run_after_job_id_idx;
@@ -821,8 +938,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_5
 -- INDEX ATTACH pgqueue_ready_5_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_5_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_5_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_5_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_5_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_5_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_5_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_5_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_6_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_6_coalesce_priority_run_after_job_id_idx;
@@ -836,8 +959,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_6
 -- INDEX ATTACH pgqueue_ready_6_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_6_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_6_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_6_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_6_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_6_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_6_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_6_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_7_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_7_coalesce_priority_run_after_job_id_idx;
@@ -851,8 +980,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_7
 -- INDEX ATTACH pgqueue_ready_7_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_7_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_7_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_7_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_7_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_7_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_7_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_7_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_held_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_held_coalesce_priority_run_after_job_id_idx;
@@ -866,8 +1001,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_h
 -- INDEX ATTACH pgqueue_ready_held_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_held_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_held_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_held_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_held_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_held_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_held_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_held_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_later_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_later_coalesce_priority_run_after_job_id_idx;
@@ -881,8 +1022,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_l
 -- INDEX ATTACH pgqueue_ready_later_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_later_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_later_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_later_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_later_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_later_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_later_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_later_queue_priority_run_after_job_id_idx1;
 
 -- INDEX ATTACH pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_group ATTACH PARTITION public.pgqueue_ready_parked_coalesce_priority_run_after_job_id_idx;
@@ -896,8 +1043,14 @@ ALTER INDEX public.pgqueue_ready_limited ATTACH PARTITION public.pgqueue_ready_p
 -- INDEX ATTACH pgqueue_ready_parked_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_parked_priority_run_after_job_id_idx;
 
+-- INDEX ATTACH pgqueue_ready_parked_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async ATTACH PARTITION public.pgqueue_ready_parked_priority_run_after_job_id_idx1;
+
 -- INDEX ATTACH pgqueue_ready_parked_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_parked_queue_priority_run_after_job_id_idx;
+
+-- INDEX ATTACH pgqueue_ready_parked_queue_priority_run_after_job_id_idx1
+ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_parked_queue_priority_run_after_job_id_idx1;
 
 -- TRIGGER pgqueue_job pgqueue_job_notify_insert
 CREATE TRIGGER pgqueue_job_notify_insert AFTER INSERT ON public.pgqueue_job REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_insert();
@@ -918,7 +1071,7 @@ CREATE TRIGGER pgqueue_job_ready_refill_deleted AFTER DELETE ON public.pgqueue_j
 CREATE TRIGGER pgqueue_job_ready_truncate AFTER TRUNCATE ON public.pgqueue_job FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_ready_truncate();
 
 -- TRIGGER pgqueue_job pgqueue_job_ready_update
-CREATE TRIGGER pgqueue_job_ready_update AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit ON public.pgqueue_job FOR EACH ROW WHEN (((((old.status)::text = 'pending'::text) OR ((new.status)::text = 'pending'::text)) AND ((new.status)::text <> 'running'::text) AND (((old.status)::text IS DISTINCT FROM (new.status)::text) OR ((old.queue)::text IS DISTINCT FROM (new.queue)::text) OR (old.priority IS DISTINCT FROM new.priority) OR (old.run_after IS DISTINCT FROM new.run_after) OR ((old.concurrency_key)::text IS DISTINCT FROM (new.concurrency_key)::text) OR ((old.rate_key)::text IS DISTINCT FROM (new.rate_key)::text) OR (old.concurrency_limit IS DISTINCT FROM new.concurrency_limit)))) EXECUTE FUNCTION public.pgqueue_ready_update();
+CREATE TRIGGER pgqueue_job_ready_update AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async ON public.pgqueue_job FOR EACH ROW WHEN (((((old.status)::text = 'pending'::text) OR ((new.status)::text = 'pending'::text)) AND ((new.status)::text <> 'running'::text) AND (((old.status)::text IS DISTINCT FROM (new.status)::text) OR ((old.queue)::text IS DISTINCT FROM (new.queue)::text) OR (old.priority IS DISTINCT FROM new.priority) OR (old.run_after IS DISTINCT FROM new.run_after) OR ((old.concurrency_key)::text IS DISTINCT FROM (new.concurrency_key)::text) OR ((old.rate_key)::text IS DISTINCT FROM (new.rate_key)::text) OR (old.concurrency_limit IS DISTINCT FROM new.concurrency_limit) OR (old.is_async IS DISTINCT FROM new.is_async)))) EXECUTE FUNCTION public.pgqueue_ready_update();
 
 -- TRIGGER pgqueue_schedule pgqueue_schedule_notify
 CREATE TRIGGER pgqueue_schedule_notify AFTER INSERT OR DELETE OR UPDATE ON public.pgqueue_schedule FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_schedules();

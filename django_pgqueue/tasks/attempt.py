@@ -51,27 +51,61 @@ def run_attempt(task: Task[..., Any], job: Job) -> Any:
             value = task.call(*job.args, **job.kwargs)
         value = json_return_value(task, value)
     except Exception as exc:
-        # The worker retries while attempts remain (``worker.performer``): say which it will be.
-        final = is_final_attempt(job.attempts, job.max_attempts)
-        cls = type(exc)
-        result.errors.append(
-            TaskError(
-                exception_class_path=f"{cls.__module__}.{cls.__qualname__}",
-                traceback="".join(traceback.format_exception(exc)),
-            )
-        )
-        object.__setattr__(
-            result, "status", TaskResultStatus.FAILED if final else TaskResultStatus.READY
-        )
-        if final:
-            object.__setattr__(result, "finished_at", timezone.now())
-        send(task_finished, sender, result)
-        if _django_logs_traceback(final):
-            # Django's receiver of task_finished logged it with the traceback: the worker's
-            # line for this attempt leaves it out (one traceback per failure).
-            with contextlib.suppress(AttributeError):
-                setattr(exc, TRACEBACK_LOGGED, True)
+        _failed(task, job, result, sender, exc)
         raise
+    return _succeeded(result, sender, value)
+
+
+async def arun_attempt(task: Task[..., Any], job: Job) -> Any:
+    """:func:`run_attempt` for an ``async def`` task, awaited on the worker's event loop (not
+    through ``async_to_sync`` on a thread): the same signals, errors and return value."""
+    result = result_from_job(job, task, task.backend)
+    sender = _backend_class(task)
+    send(task_started, sender, result)
+    try:
+        if task.takes_context:
+            value = await task.acall(TaskContext(task_result=result), *job.args, **job.kwargs)
+        else:
+            value = await task.acall(*job.args, **job.kwargs)
+        value = json_return_value(task, value)
+    except Exception as exc:
+        _failed(task, job, result, sender, exc)
+        raise
+    return _succeeded(result, sender, value)
+
+
+def _failed(
+    task: Task[..., Any],
+    job: Job,
+    result: TaskResult[..., Any],
+    sender: type[BaseTaskBackend],
+    exc: Exception,
+) -> None:
+    """The attempt raised ``exc`` (the caller re-raises it, inside its ``except`` block, so
+    ``sys.exc_info()`` still sees it): record it and say so."""
+    # The worker retries while attempts remain (``worker.performer``): say which it will be.
+    final = is_final_attempt(job.attempts, job.max_attempts)
+    cls = type(exc)
+    result.errors.append(
+        TaskError(
+            exception_class_path=f"{cls.__module__}.{cls.__qualname__}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+    )
+    object.__setattr__(
+        result, "status", TaskResultStatus.FAILED if final else TaskResultStatus.READY
+    )
+    if final:
+        object.__setattr__(result, "finished_at", timezone.now())
+    send(task_finished, sender, result)
+    if _django_logs_traceback(final):
+        # Django's receiver of task_finished logged it with the traceback: the worker's
+        # line for this attempt leaves it out (one traceback per failure).
+        with contextlib.suppress(AttributeError):
+            setattr(exc, TRACEBACK_LOGGED, True)
+
+
+def _succeeded(result: TaskResult[..., Any], sender: type[BaseTaskBackend], value: Any) -> Any:
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)

@@ -42,7 +42,7 @@ class PgQueueBackend(BaseTaskBackend):
     task_class = PgQueueTask
 
     supports_defer = True
-    supports_async_task = True  # coroutine functions run through async_to_sync
+    supports_async_task = True  # coroutine functions run on the worker's event loop
     supports_get_result = True
     supports_priority = True
 

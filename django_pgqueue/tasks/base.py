@@ -9,6 +9,7 @@ of its tasks exist (Django validates a task against its backend as the task is m
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -22,7 +23,7 @@ from django_pgqueue import registry
 from django_pgqueue.exceptions import UnknownJob
 from django_pgqueue.rules import to_seconds
 from django_pgqueue.spec import JobSpec
-from django_pgqueue.tasks.attempt import run_attempt
+from django_pgqueue.tasks.attempt import arun_attempt, run_attempt
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -100,6 +101,7 @@ def task_spec(task: PgQueueTask) -> JobSpec:
         backoff_base=to_seconds(task.backoff_base),
         backoff_max=to_seconds(task.backoff_max),
         timeout=to_seconds(task.timeout),
+        is_async=inspect.iscoroutinefunction(task.func),
     ).with_defaults(**_backend_defaults.get(task.backend, {}))
 
 
@@ -130,6 +132,10 @@ class TaskRunnable:
         return task_spec(self.task)
 
     def run(self, job: Job) -> Any:
+        """The attempt's value; for an ``async def`` task, a coroutine the worker awaits on
+        its event loop (docs/async.md)."""
+        if inspect.iscoroutinefunction(self.task.func):
+            return arun_attempt(task_as_enqueued(self.task, job), job)
         return run_attempt(task_as_enqueued(self.task, job), job)
 
 

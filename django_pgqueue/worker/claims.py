@@ -75,15 +75,22 @@ class Claimer:
         self.id_shared = False
         self._reported = False
 
-    def claim(self, limit: int, take: Callable[[list[Job]], None]) -> int:
-        """Up to ``limit`` runnable jobs, handed to ``take``; then, once they are on their way,
-        :meth:`_upkeep` when due. Returns the rows taken (jobs found dead in the claim count:
-        the claim was not short of work)."""
-        jobs, taken = self._claim_once(limit, reclaim=False)
-        logger.debug("Worker %s claimed %d of %d jobs asked", self.worker_id, taken, limit)
+    def claim(self, limit: int, take: Callable[[list[Job]], None], *, async_limit: int = 0) -> int:
+        """Up to ``limit`` runnable sync jobs and ``async_limit`` async ones, handed to
+        ``take``; then, once they are on their way, :meth:`_upkeep` when due. Returns the rows
+        taken (jobs found dead in the claim count: the claim was not short of work)."""
+        jobs, taken = self._claim_once(limit, reclaim=False, async_limit=async_limit)
+        logger.debug(
+            "Worker %s claimed %d of %d + %d async jobs asked",
+            self.worker_id,
+            taken,
+            limit,
+            async_limit,
+        )
         take(jobs)
-        if time.monotonic() >= self.next_reclaim or (self.burst and taken < limit):
-            jobs, more = self._upkeep(limit, taken)
+        total = limit + async_limit
+        if time.monotonic() >= self.next_reclaim or (self.burst and taken < total):
+            jobs, more = self._upkeep(limit, taken, async_limit)
             take(jobs)
             taken += more
         if time.monotonic() >= self.next_repair:
@@ -135,7 +142,7 @@ class Claimer:
             )
         self._reported = True
 
-    def _upkeep(self, limit: int, taken: int) -> tuple[list[Job], int]:
+    def _upkeep(self, limit: int, taken: int, async_limit: int = 0) -> tuple[list[Job], int]:
         """About once a second, and before a burst ends on a short claim: move due scheduled
         jobs into the ring, take back up to ``limit`` jobs of workers that stopped heartbeating
         (and the promoted ones, within what the claim, which took ``taken``, left), recycle the
@@ -146,7 +153,9 @@ class Claimer:
         the loop meets a lost connection on its next statement.
         """
         try:
-            claimed = self._claim_once(limit, reclaim=True, fresh=limit - taken)
+            claimed = self._claim_once(
+                limit, reclaim=True, fresh=limit + async_limit - taken, async_limit=async_limit
+            )
             # Ready-ring slots that inserts moved past and claims emptied are truncated.
             operations.recycle(self.connection)
         except DATABASE_ERRORS as exc:
@@ -200,7 +209,7 @@ class Claimer:
             )
 
     def _claim_once(
-        self, limit: int, *, reclaim: bool, fresh: int | None = None
+        self, limit: int, *, reclaim: bool, fresh: int | None = None, async_limit: int = 0
     ) -> tuple[list[Job], int]:
         if reclaim:
             # The fleet's: with many workers sharing its queues, each reclaims that much less.
@@ -208,6 +217,7 @@ class Claimer:
         request = operations.ClaimRequest(
             worker_id=self.worker_id,
             limit=limit,
+            async_limit=async_limit,
             queues=self.queues,
             visibility_timeout=settings.VISIBILITY_TIMEOUT,
             reclaim=reclaim,

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django_pgqueue import operations
 from django_pgqueue.operations import Database
 from django_pgqueue.printable import get_logger
 from django_pgqueue.worker.executors import Executors
+
+if TYPE_CHECKING:
+    from django_pgqueue.worker.aio import AsyncJobs
 
 logger = get_logger("django_pgqueue.worker")
 
@@ -64,8 +68,15 @@ class QueueSettings:
 
 
 class RunningControl:
-    def __init__(self, executors: Executors, listening: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        executors: Executors,
+        listening: Callable[[], bool],
+        async_jobs: AsyncJobs | None = None,
+    ) -> None:
         self._executors = executors
+        #: The event loop's jobs (``worker.aio``): told of cancellations, asked for progress.
+        self._async = async_jobs
         self._listening = listening
         self._notified = False
         self._next_poll = 0.0
@@ -94,6 +105,8 @@ class RunningControl:
         if now >= self._next_progress:
             self._next_progress = now + PROGRESS_INTERVAL
             progress = self._executors.take_progress()
+            if self._async is not None:
+                progress.update(self._async.take_progress())
             if progress:
                 operations.save_progress(db, worker_id, progress)
 
@@ -102,3 +115,5 @@ class RunningControl:
         if job_ids:
             logger.debug("Jobs asked to stop: %s", ", ".join(map(str, sorted(job_ids))))
             self._executors.request_cancel(job_ids)
+            if self._async is not None:
+                self._async.request_cancel(job_ids)

@@ -38,6 +38,7 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
+from django_pgqueue.worker.aio import AsyncJobs, split
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import REPAIR_GAP, Claimer
 from django_pgqueue.worker.connection import (
@@ -108,10 +109,12 @@ class Worker:
         schedules: bool | None = None,
         pulse: Callable[[float, bool], None] | None = None,
         metrics: WorkerMetrics | None = None,
+        async_concurrency: int | None = None,
     ) -> None:
         rules.check_worker_options(
             queues,
             threads=threads,
+            async_concurrency=async_concurrency,
             batch_size=batch_size,
             max_jobs=max_jobs,
             shutdown_timeout=shutdown_timeout,
@@ -120,6 +123,10 @@ class Worker:
         )
         self.queues = list(queues) if queues else None
         self.threads = threads
+        #: How many async jobs run at once on the event loop, beside the threads.
+        self.async_concurrency = (
+            async_concurrency if async_concurrency is not None else settings.ASYNC_CONCURRENCY
+        )
         self.batch_size = batch_size if batch_size is not None else settings.BATCH_SIZE
         self.burst = burst
         self.max_jobs = max_jobs
@@ -158,8 +165,17 @@ class Worker:
             self.cancel_timeout,
             shutdown=self._shutdown_requested,
         )
+        #: The event loop of async jobs (:mod:`.aio`), and the claimed jobs that run on it.
+        self._async = AsyncJobs(
+            self.worker_id, self._events, journal, shutdown=self._shutdown_requested
+        )
+        self._async_ids: set[int] = set()
+        #: What the claim in progress took of each kind (sync, async), as its rows say.
+        self._taken = [0, 0]
+        #: Until when claims without sync room leave async jobs out (the last look found none).
+        self._async_idle_until = 0.0
         self._listener: Listener | None = None
-        self._control = RunningControl(self._executors, self._listening)
+        self._control = RunningControl(self._executors, self._listening, self._async)
         self._signals = ShutdownSignals(self.worker_id, self.stop)
         self._capacity = Capacity(threads, self.batch_size)
         #: The live workers: which notifications are this worker's, how often it polls (a
@@ -216,10 +232,11 @@ class Worker:
         try:
             self._start_threads()
             logger.info(
-                "Worker %s started: queues=%s threads=%d batch_size=%d%s",
+                "Worker %s started: queues=%s threads=%d async_concurrency=%d batch_size=%d%s",
                 self.worker_id,
                 ",".join(self.queues) if self.queues else "(all)",
                 self.threads,
+                self.async_concurrency,
                 self.batch_size,
                 " burst" if self.burst else "",
             )
@@ -232,6 +249,7 @@ class Worker:
             if self._listener is not None:
                 self._listener.stop()
             self._executors.stop()
+            self._async.stop()
             self._connection.close()
             self._events.close()
         if self._replace:
@@ -256,6 +274,7 @@ class Worker:
 
     def _start_threads(self) -> None:
         self._executors.start()
+        self._async.start()
         if self.listen and not self.burst:
             self._listener = Listener(
                 self.alias,
@@ -322,6 +341,7 @@ class Worker:
             if self._woken:
                 self._woken = False
                 next_claim = now
+                self._async_idle_until = now  # new jobs may be async ones: look for them too
             if self._executors.has_deadlines and (overdue := self._executors.fail_overdue()):
                 self._writeback.extend(overdue)
                 self._replace_process(overdue)
@@ -363,23 +383,40 @@ class Worker:
                         return
                     next_claim = float("inf")
                     continue
-                want = self._claim_size()
+                want, async_want = self._claim_sizes()
                 if budget is not None:
                     want = min(want, budget)
+                    async_want = min(async_want, budget - want)
                 got = 0
                 drained = False  # a claim came back short: nothing left this worker can take
-                if want > 0 and now >= next_claim:
-                    got = self._claim(want)
-                    self._capacity.claimed(want, got, time.monotonic() - now)
+                if want + async_want > 0 and now >= next_claim:
+                    got, (sync_got, async_got) = self._claim(want, async_want)
+                    if want:
+                        self._capacity.claimed(want, sync_got, time.monotonic() - now)
                     if budget is not None:
                         budget -= got
-                    if got < want:
-                        if self.burst and not self._claimed and not self._writeback.buffered:
-                            return
+                    sync_short = sync_got < want
+                    async_short = async_got < async_want
+                    if async_want and async_short:
+                        # No more async jobs for now: claims without sync room leave them
+                        # out until a wake or the poll (a sync claim still looks, at no cost).
+                        self._async_idle_until = now + settings.POLL_INTERVAL
+                    # Every kind asked for came back short: nothing left this worker can take.
+                    nothing_left = (async_short or not async_want) and (sync_short or not want)
+                    if (
+                        nothing_left
+                        and self.burst
+                        and not self._claimed
+                        and not self._writeback.buffered
+                    ):
+                        return
+                    if want and nothing_left:
                         drained = True
                         next_claim = self._claimer.idle_until()
-                    else:
+                    elif want or not async_short:
                         next_claim = now
+                    # (An async claim alone that came back short says nothing of sync jobs:
+                    # the next sync room claims at once.)
                 if self._wakes:
                     self._pass_on(drained, got)
                 log_database_back(self.worker_id, backoff.succeeded())
@@ -459,7 +496,8 @@ class Worker:
                 if event.payload != "cancel":
                     self._queue_settings_task.next_at = 0.0
             elif isinstance(event, Outcome):
-                self._capacity.record(event)
+                if event.job_id not in self._async_ids:  # the threads' pace only
+                    self._capacity.record(event)
                 self._writeback.add(event)
             elif isinstance(event, Dropped):
                 job = self._claimed.pop(event.job_id, None)
@@ -490,23 +528,55 @@ class Worker:
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: not yet)."""
-        return self._capacity.claim_size(len(self._claimed), len(self._writeback.buffered))
+        return sum(self._claim_sizes())
 
-    def _claim(self, limit: int) -> int:
-        """Claim up to ``limit`` jobs (more when stale ones are taken back) and queue them for
-        the executors; returns the rows taken (jobs found dead count: not short of work)."""
-        taken = self._claimer.claim(limit, self._take)
+    def _claim_sizes(self) -> tuple[int, int]:
+        """How many sync jobs and how many async jobs to claim now (0: not yet).
+
+        Sync jobs as the threads have room (:class:`~.capacity.Capacity`); async jobs as the
+        event loop has room under ``async_concurrency``, once a real batch fits (or the loop is
+        idle), so that each claim takes a batch."""
+        async_in_hand = len(self._async_ids)
+        buffered = self._writeback.buffered
+        async_buffered = (
+            sum(1 for o in buffered if o.job_id in self._async_ids) if async_in_hand else 0
+        )
+        sync = self._capacity.claim_size(
+            len(self._claimed) - async_in_hand, len(buffered) - async_buffered
+        )
+        room = self.async_concurrency - async_in_hand
+        batch = min(self.batch_size, max(1, self.async_concurrency // 2))
+        if room < batch and async_in_hand != async_buffered:
+            room = 0  # a real batch at a time, unless the loop is idle
+        if not sync and time.monotonic() < self._async_idle_until:
+            room = 0  # the last look found none: a wake, the poll or a sync claim looks again
+        return sync, room
+
+    def _claim(self, limit: int, async_limit: int = 0) -> tuple[int, tuple[int, int]]:
+        """Claim up to ``limit`` sync jobs and ``async_limit`` async ones (more when stale ones
+        are taken back) and hand them to the threads and the event loop; returns the rows taken
+        (jobs found dead count: not short of work), and the jobs of each kind (sync, async)."""
+        self._taken = [0, 0]
+        taken = self._claimer.claim(limit, self._take, async_limit=async_limit)
         if taken:  # its commit waited for the disk: so are the outcomes written before it
             self._writeback.confirmed()
         if self._metrics is not None:
             self._metrics.claimed(taken)
-        return taken
+        # Rows found dead count as the kind that asked (the claim was not short of work).
+        sync_got, async_got = self._taken
+        dead = taken - sync_got - async_got
+        return taken, (sync_got + dead, async_got) if limit else (sync_got, async_got + dead)
 
     def _take(self, jobs: list[Job]) -> None:
         for job in jobs:
             self._claimed[job.id] = job
-        self._executors.confirm((job.id for job in jobs), claimed=True)
-        self._executors.submit(jobs)
+            self._taken[int(job.is_async)] += 1  # by the claim's kind: what it was asked for
+        sync, asynchronous = split(jobs)  # by the function's kind: where each runs
+        self._executors.confirm((job.id for job in sync), claimed=True)
+        self._executors.submit(sync)
+        if asynchronous:
+            self._async_ids.update(job.id for job in asynchronous)
+            self._async.submit(asynchronous)
         self.stats.claimed += len(jobs)
 
     def _heartbeat(self) -> None:
@@ -559,6 +629,7 @@ class Worker:
             )
         for outcome in flushed.outcomes:
             self._claimed.pop(outcome.job_id, None)
+            self._async_ids.discard(outcome.job_id)
         return flushed.retry_at
 
     def _connection_lost(self) -> None:
@@ -599,7 +670,11 @@ class Worker:
         )
         if self._metrics is not None:
             self._metrics.interrupted(self._claimed[job_id] for job_id in statuses)
+        # Async jobs' tasks are cancelled now (their finally blocks run); what they report is
+        # dropped: they were handed back.
+        self._async.abandon()
         self._claimed.clear()
+        self._async_ids.clear()
         self.stats.interrupted += len(statuses)
         logger.warning(
             "Worker %s: shutdown timeout (%gs) with %d jobs still running: handed back as "

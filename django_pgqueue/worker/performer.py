@@ -10,8 +10,10 @@ must not carry on as a copy of the worker: it ends there (:func:`end_forked_chil
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -19,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -30,6 +33,7 @@ from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import (
     JobInterrupted,
+    JobTimeout,
     PoisonJob,
     ResultNotStorable,
     TransactionLeftOpen,
@@ -314,6 +318,8 @@ def run_in_this_process(job: Job) -> Any:
     pid = os.getpid()
     try:
         value = registry.get(job.name).run(job)
+        if inspect.isawaitable(value):  # an async def job run on a thread: its own loop
+            value = run_awaitable(value)
     except BaseException as exc:
         if os.getpid() != pid:
             end_forked_child(exc)
@@ -321,6 +327,19 @@ def run_in_this_process(job: Job) -> Any:
     if os.getpid() != pid:
         end_forked_child(None)
     return value
+
+
+def run_awaitable(awaitable: Awaitable[Any]) -> Any:
+    """Run an ``async def`` job's coroutine to its end from sync code (not the worker's event
+    loop: ``testing.run_jobs``, or a sync caller of ``JobFunction.run``), with
+    ``async_to_sync``: Django's async ORM and ``sync_to_async`` calls inside it run back on
+    this thread, on its connection (a test's transaction included), as in an async view."""
+    from asgiref.sync import async_to_sync
+
+    async def wrapped() -> Any:
+        return await awaitable
+
+    return async_to_sync(wrapped)()
 
 
 def end_forked_child(exc: BaseException | None) -> NoReturn:
@@ -412,6 +431,73 @@ def _attempt(job: Job, worker_id: str, attempt_connections: AttemptConnections) 
         exception=outcome.exception,
     )
     return outcome
+
+
+async def aperform(job: Job, worker_id: str, timeout: float | None) -> Outcome:
+    """:func:`perform` for an ``async def`` job, awaited on the worker's event loop: one attempt
+    of ``job`` and its outcome, within ``timeout`` seconds (``asyncio.timeout``: past it the
+    job's task is cancelled where it awaits, its ``finally`` blocks run, and the attempt fails
+    as :class:`JobTimeout`).
+
+    A ``CancelledError`` from outside (the job cancelled, or the worker's shutdown timeout)
+    propagates: the caller decides the outcome. Everything else the job raises is its failed
+    attempt, as with :func:`perform`."""
+    if not tracing.active():
+        return await _aattempt(job, worker_id, timeout)
+    with tracing.running(job, worker_id) as span:
+        outcome = await _aattempt(job, worker_id, timeout)
+        tracing.ran(span, outcome.outcome, outcome.exception)
+    return outcome
+
+
+async def _aattempt(job: Job, worker_id: str, timeout: float | None) -> Outcome:
+    started_at = conf.now()
+    signals.send(signals.job_started, job=job, worker_id=worker_id)
+    try:
+        if job.poison:
+            raise PoisonJob(f"Job {job.name!r} #{job.id} cannot be run as stored: {job.poison}")
+        try:
+            async with asyncio.timeout(timeout):
+                value = registry.get(job.name).run(job)
+                if inspect.isawaitable(value):  # a sync job the loop was handed: run as it is
+                    value = await value
+        except TimeoutError as exc:
+            if timeout is None or not _timed_out(exc):
+                raise
+            raise JobTimeout(
+                f"Job {job.name!r} #{job.id} ran longer than its {timeout:g}s timeout: "
+                "cancelled where it awaited"
+            ) from exc
+        outcome = Outcome(
+            job_id=job.id,
+            claim_token=job.claim_token,
+            status=JobStatus.COMPLETED,
+            started_at=started_at,
+            finished_at=conf.now(),
+            result_json=result_json(job, value),
+        )
+    except asyncio.CancelledError:
+        raise  # cancelled from outside: the caller's outcome
+    except JobInterrupted as exc:
+        outcome = interrupted(job, exc, started_at, worker_id)
+    except (ResultNotStorable, PoisonJob) as exc:
+        outcome = failed(job, exc, started_at, worker_id, decide(job, retryable=False))
+    except BaseException as exc:
+        outcome = failed(job, exc, started_at, worker_id, decide(job))
+    signals.send(
+        signals.job_finished,
+        job=job,
+        worker_id=worker_id,
+        outcome=outcome.outcome,
+        exception=outcome.exception,
+    )
+    return outcome
+
+
+def _timed_out(exc: TimeoutError) -> bool:
+    """Whether ``exc`` is ``asyncio.timeout``'s (its cause the task's cancellation), not a
+    ``TimeoutError`` the job raised itself within the time (an HTTP client's, say)."""
+    return isinstance(exc.__cause__, asyncio.CancelledError)
 
 
 #: The level of an attempt's line; a failure's comes from the settings (:func:`_level`).

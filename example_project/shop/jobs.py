@@ -10,6 +10,7 @@ the outcome runs the job again later. So each job here is safe to run twice.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -113,6 +114,24 @@ def deliver_webhook(endpoint_id: int, event: str, payload: dict[str, Any]) -> in
         raise WebhookFailed(f"POST {endpoint.url} ({event}): could not resolve host {host!r}")
     WebhookEndpoint.objects.filter(pk=endpoint.pk).update(deliveries=F("deliveries") + 1)
     logger.info("Delivered %s to %s", event, endpoint.url)
+    return 200
+
+
+# ----- an async def job: thousands of them wait at once in one worker process --------------------
+
+
+@job(queue="webhooks", max_attempts=3)
+async def notify_partner(endpoint_id: int, event: str, payload: dict[str, Any]) -> int:
+    """``deliver_webhook`` as an ``async def`` job (docs/async.md): while it waits for the
+    partner's answer it holds no thread, so one worker process runs thousands at once. The
+    database through the async ORM; no network in the demo (``.invalid`` hosts fail)."""
+    endpoint = await WebhookEndpoint.objects.aget(pk=endpoint_id)
+    host = urlsplit(endpoint.url).hostname or ""
+    if host == "invalid" or host.endswith(".invalid"):
+        raise WebhookFailed(f"POST {endpoint.url} ({event}): could not resolve host {host!r}")
+    await asyncio.sleep(0.05)  # the HTTP round trip: with httpx, `await client.post(...)`
+    await WebhookEndpoint.objects.filter(pk=endpoint.pk).aupdate(deliveries=F("deliveries") + 1)
+    logger.info("Notified %s of %s", endpoint.url, event)
     return 200
 
 

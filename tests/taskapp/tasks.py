@@ -95,6 +95,15 @@ async def async_add(a: int, b: int) -> int:
     return a + b
 
 
+@task
+async def async_where() -> str:
+    """Where an async task runs: the worker's event loop thread, not an executor thread."""
+    await asyncio.sleep(0)
+    import threading
+
+    return threading.current_thread().name
+
+
 # ----- signals: worker subprocesses write what they receive to $PGQUEUE_TEST_SIGNAL_LOG ----------
 
 

@@ -467,3 +467,7 @@ def traced(fail: bool = False) -> str | None:
     if fail:
         raise ValueError("traced job failed on purpose")
     return trace.get_current_span().get_span_context().trace_id.to_bytes(16).hex()
+
+
+# The async def jobs, registered when this module is discovered.
+from tests.testapp import async_jobs  # noqa: E402, F401

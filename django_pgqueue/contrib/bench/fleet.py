@@ -38,7 +38,7 @@ from django_pgqueue.sql.rota import LISTENER_TAG_LENGTH, listener_name
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import REFRESH
 
-FLEET_SCENARIOS = ("herd", "producers")
+FLEET_SCENARIOS = ("herd", "producers", "async")
 
 #: Claim statements in ``pg_stat_statements``: every claim sets a claim token (its text there
 #: has the sequence's name replaced by a parameter).

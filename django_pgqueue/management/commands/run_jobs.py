@@ -53,6 +53,13 @@ class Command(BaseCommand):
             help="Jobs run at once in each process, for I/O-bound jobs (default: 1).",
         )
         parser.add_argument(
+            "--async-concurrency",
+            type=of(WORKER_OPTIONS["async_concurrency"]),
+            default=None,
+            help="async def jobs run at once in each process, on its event loop beside the "
+            f"threads (default: PGQUEUE_ASYNC_CONCURRENCY = {settings.ASYNC_CONCURRENCY}).",
+        )
+        parser.add_argument(
             "--batch-size",
             type=of(WORKER_OPTIONS["batch_size"]),
             default=None,
@@ -128,6 +135,7 @@ class Command(BaseCommand):
         worker_options: dict[str, Any] = {
             "queues": options["queues"],
             "threads": options["threads"],
+            "async_concurrency": options["async_concurrency"],
             "batch_size": options["batch_size"],
             "burst": options["burst"],
             "max_jobs": options["max_jobs"],

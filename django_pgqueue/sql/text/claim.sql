@@ -3,10 +3,10 @@
 -- in the module, run `make sql`.
 
 -- name: CLAIM_ALL_QUEUES
-WITH fresh AS MATERIALIZED (
+WITH fresh AS MATERIALIZED ((
     SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
-        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
-        WHERE
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE NOT r.is_async AND
     r.slot >= 0 AND r.rate_key IS NULL
     AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
     AND (r.concurrency_key IS NULL OR NOT EXISTS (
@@ -17,21 +17,44 @@ WITH fresh AS MATERIALIZED (
         LIMIT %(limit)s + 1000
         FOR UPDATE SKIP LOCKED) r
     JOIN LATERAL (
-        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
-    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
     WHERE (r.concurrency_key IS NULL
         OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
-    LIMIT %(limit)s
+    LIMIT %(limit)s)
+    UNION ALL
+(
+    SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.is_async AND
+    r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_job x
+        WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(async_limit)s::integer + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(async_limit)s::integer)
 ), picked AS (
     (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
     (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
-    LIMIT %(limit)s
+    LIMIT %(total)s::integer
 ), gone AS (
     SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ), taken_0 AS (
@@ -84,15 +107,15 @@ UPDATE pgqueue_job j SET
         ELSE j.errors END
 -- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
 WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
-RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
 
 -- name: CLAIM_NAMED_QUEUES
-WITH fresh AS MATERIALIZED (
+WITH fresh AS MATERIALIZED ((
     SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
     SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
-        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
-        WHERE r.queue = q.name AND
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.queue = q.name AND NOT r.is_async AND
     r.slot >= 0 AND r.rate_key IS NULL
     AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
     AND (r.concurrency_key IS NULL OR NOT EXISTS (
@@ -103,24 +126,52 @@ WITH fresh AS MATERIALIZED (
         LIMIT %(limit)s + 1000
         FOR UPDATE SKIP LOCKED) r
     JOIN LATERAL (
-        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
-    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
     WHERE (r.concurrency_key IS NULL
         OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
     LIMIT %(limit)s
     ) c
     LIMIT %(limit)s
+)
+    UNION ALL
+(
+    SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    CROSS JOIN LATERAL (
+    SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.queue = q.name AND r.is_async AND
+    r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_job x
+        WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key))
 
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(async_limit)s::integer + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(async_limit)s::integer
+    ) c
+    LIMIT %(async_limit)s::integer
+)
 ), picked AS (
     (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
     UNION ALL
     (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, priority DESC, run_after, id)
-    LIMIT %(limit)s
+    LIMIT %(total)s::integer
 ), gone AS (
     SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
 ), taken_0 AS (
@@ -173,7 +224,7 @@ UPDATE pgqueue_job j SET
         ELSE j.errors END
 -- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
 WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
-RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
 
 -- name: RECLAIM_ALL_QUEUES
 WITH picked AS (
@@ -221,7 +272,7 @@ UPDATE pgqueue_job j SET
         ELSE j.errors END
 -- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
 WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
-RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
 
 -- name: RECLAIM_NAMED_QUEUES
 WITH picked AS (
@@ -269,10 +320,10 @@ UPDATE pgqueue_job j SET
         ELSE j.errors END
 -- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
 WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
-RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
 
 -- name: DATABASE_NOW
 SELECT now()
 
 -- name: LOCKED_BY
-SELECT j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context FROM pgqueue_job j WHERE status = 'running' AND locked_by = %s
+SELECT j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async FROM pgqueue_job j WHERE status = 'running' AND locked_by = %s

@@ -3,15 +3,17 @@
 -- in the module, run `make sql`.
 
 -- name: INSERT_ONE
-INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context)
-VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
+INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, is_async)
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
+        %s::boolean)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
 DO NOTHING
 RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 
 -- name: INSERT_ONE_LIMITED
-INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, concurrency_limit, rate_key)
-VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
+INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, is_async, concurrency_limit, rate_key)
+VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
+        %s::boolean, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
 DO NOTHING
 RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
@@ -23,29 +25,30 @@ SELECT array_agg(id ORDER BY id), now() FROM ids
 
 -- name: INSERT_FEW
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts,
-                     concurrency_key, trace_context)
-SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb
+                     concurrency_key, trace_context, is_async)
+SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb, %s::boolean
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
 RETURNING id, run_after, set_config('pgqueue.notify', %s::text, true)
 
 -- name: COPY_MANY
-COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key)
+COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
+              is_async)
 FROM STDIN
 
 -- name: COPY_MANY_LIMITED
 COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
-              concurrency_limit, rate_key)
+              is_async, concurrency_limit, rate_key)
 FROM STDIN
 
 -- name: COPY_MANY_TRACED
 COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
-              trace_context)
+              is_async, trace_context)
 FROM STDIN
 
 -- name: COPY_MANY_LIMITED_TRACED
 COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
-              concurrency_limit, rate_key, trace_context)
+              is_async, concurrency_limit, rate_key, trace_context)
 FROM STDIN
 
 -- name: NOTIFY_MODE

@@ -66,8 +66,8 @@ WITH RECURSIVE limited_queues AS MATERIALIZED (
     DELETE FROM pgqueue_ready_7
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 7)) RETURNING *
 ), held_now AS (
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT -3, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM (SELECT * FROM taken_0 UNION ALL SELECT * FROM taken_1 UNION ALL SELECT * FROM taken_2 UNION ALL SELECT * FROM taken_3 UNION ALL SELECT * FROM taken_4 UNION ALL SELECT * FROM taken_5 UNION ALL SELECT * FROM taken_6 UNION ALL SELECT * FROM taken_7) m
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT -3, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM (SELECT * FROM taken_0 UNION ALL SELECT * FROM taken_1 UNION ALL SELECT * FROM taken_2 UNION ALL SELECT * FROM taken_3 UNION ALL SELECT * FROM taken_4 UNION ALL SELECT * FROM taken_5 UNION ALL SELECT * FROM taken_6 UNION ALL SELECT * FROM taken_7) m
 ), held_groups AS (
     (SELECT coalesce('c:' || concurrency_key, 'r:' || rate_key) AS grp FROM pgqueue_ready_held WHERE (concurrency_key IS NOT NULL OR rate_key IS NOT NULL) ORDER BY 1 LIMIT 1)
     UNION ALL
@@ -113,9 +113,9 @@ SELECT -3, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate
             LIMIT greatest(s.room, 0) FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), back AS (
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
 SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
-    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM m
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM m
     RETURNING 1
 )
 SELECT count(*) FROM back

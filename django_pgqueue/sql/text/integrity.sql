@@ -5,15 +5,15 @@
 -- name: VIOLATIONS
 WITH pending AS MATERIALIZED (
     SELECT j.* FROM (
-        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
         WHERE j.id >= %(lo)s AND j.id < %(hi)s OFFSET 0) j
     WHERE j.status = 'pending'
 ), ready_rows AS MATERIALIZED (
-    SELECT r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+    SELECT r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
     WHERE r.job_id >= %(lo)s AND r.job_id < %(hi)s
 ), per_job AS MATERIALIZED (
     SELECT p.id, count(r.job_id) AS n,
-           coalesce(bool_and((p.queue, p.priority, p.run_after, p.concurrency_key, p.rate_key, p.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
+           coalesce(bool_and((p.queue, p.priority, p.run_after, p.concurrency_key, p.rate_key, p.concurrency_limit, p.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
                AS agree
     FROM pending p LEFT JOIN ready_rows r ON r.job_id = p.id
     GROUP BY p.id
@@ -78,15 +78,15 @@ SELECT to_regclass('pgqueue_ready_job') IS NOT NULL
 -- name: CHECK_RANGE
 WITH pending AS MATERIALIZED (
     SELECT j.* FROM (
-        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
         WHERE j.id >= %(lo)s AND j.id < %(hi)s OFFSET 0) j
     WHERE j.status = 'pending'
 ), ready_rows AS MATERIALIZED (
-    SELECT r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
+    SELECT r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
     WHERE r.job_id >= %(lo)s AND r.job_id < %(hi)s
 ), per_job AS MATERIALIZED (
     SELECT p.id, count(r.job_id) AS n,
-           coalesce(bool_and((p.queue, p.priority, p.run_after, p.concurrency_key, p.rate_key, p.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
+           coalesce(bool_and((p.queue, p.priority, p.run_after, p.concurrency_key, p.rate_key, p.concurrency_limit, p.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)) FILTER (WHERE r.job_id IS NOT NULL), TRUE)
                AS agree
     FROM pending p LEFT JOIN ready_rows r ON r.job_id = p.id
     GROUP BY p.id
@@ -129,6 +129,6 @@ SELECT ARRAY(SELECT id FROM locked WHERE status = 'pending' ORDER BY id)
 WITH gone AS (
     DELETE FROM pgqueue_ready r WHERE r.job_id = ANY(%(ids)s)
 )
-INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async
 FROM pgqueue_job j WHERE j.id = ANY(%(ids)s)

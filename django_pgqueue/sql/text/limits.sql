@@ -51,10 +51,10 @@ WITH window_room AS MATERIALIZED (
     WHERE w.id = ANY(%(locked)s::text[])
 ), full_windows AS MATERIALIZED (
     SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
-), candidates AS MATERIALIZED (
+), candidates AS MATERIALIZED ((
     SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM (
-        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
-        WHERE
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE NOT r.is_async AND
     r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
                 WHERE qc.name = r.queue AND qc.paused)
     AND (r.concurrency_key IS NULL
@@ -75,14 +75,47 @@ WITH window_room AS MATERIALIZED (
         LIMIT %(limit)s + 1000
         FOR UPDATE SKIP LOCKED) r
     JOIN LATERAL (
-        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
-    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
     WHERE (r.concurrency_key IS NULL
         OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
-    LIMIT %(limit)s
+    LIMIT %(limit)s)
+    UNION ALL
+(
+    SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.is_async AND
+    r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
+                WHERE qc.name = r.queue AND qc.paused)
+    AND (r.concurrency_key IS NULL
+         OR (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1))
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = r.queue
+        AND qc.concurrency_limit IS NOT NULL
+        AND (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue) >= qc.concurrency_limit)
+    AND (r.rate_key IS NULL OR 'key:' || r.rate_key = ANY(%(locked)s::text[]))
+    AND ('queue:' || r.queue = ANY(%(locked)s::text[]) OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_queue ql WHERE ql.name = r.queue
+        AND (ql.concurrency_limit IS NOT NULL OR ql.rate_limit IS NOT NULL)))
+    AND (NOT %(rate_limits)s
+         OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
+    AND (r.rate_key IS NULL OR NOT %(rate_limits)s
+         OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(async_limit)s::integer + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(async_limit)s::integer)
 ), fresh AS (
     SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
 ), ranked AS (
@@ -120,7 +153,7 @@ WITH window_room AS MATERIALIZED (
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
     ORDER BY e.ord, e.priority DESC, e.run_after, e.id
-    LIMIT %(limit)s
+    LIMIT %(total)s::integer
 ), key_starts AS (
     UPDATE pgqueue_rate_window w SET (recent, counts) = (
         SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
@@ -210,9 +243,9 @@ WITH window_room AS MATERIALIZED (
             LIMIT p.n FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), refilled AS (
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
 SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
-    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM refill m
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM refill m
 )
 UPDATE pgqueue_job j SET
     status = 'running',
@@ -224,7 +257,7 @@ UPDATE pgqueue_job j SET
     concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0),
     claim_token = (SELECT nextval('pgqueue_claim_token'))
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
 
 -- name: LIMITED_CLAIM_NAMED_QUEUES
 WITH window_room AS MATERIALIZED (
@@ -235,12 +268,12 @@ WITH window_room AS MATERIALIZED (
     WHERE w.id = ANY(%(locked)s::text[])
 ), full_windows AS MATERIALIZED (
     SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
-), candidates AS MATERIALIZED (
+), candidates AS MATERIALIZED ((
     SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
     SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM (
-        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit FROM pgqueue_ready r
-        WHERE r.queue = q.name AND
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.queue = q.name AND NOT r.is_async AND
     r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
                 WHERE qc.name = r.queue AND qc.paused)
     AND (r.concurrency_key IS NULL
@@ -261,17 +294,55 @@ WITH window_room AS MATERIALIZED (
         LIMIT %(limit)s + 1000
         FOR UPDATE SKIP LOCKED) r
     JOIN LATERAL (
-        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit FROM pgqueue_job j
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
         WHERE j.id = r.job_id
         OFFSET 0
         FOR UPDATE SKIP LOCKED) j
-    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit)
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
     WHERE (r.concurrency_key IS NULL
         OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
     LIMIT %(limit)s
     ) c
     LIMIT %(limit)s
+)
+    UNION ALL
+(
+    SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    CROSS JOIN LATERAL (
+    SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.queue = q.name AND r.is_async AND
+    r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
+                WHERE qc.name = r.queue AND qc.paused)
+    AND (r.concurrency_key IS NULL
+         OR (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1))
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = r.queue
+        AND qc.concurrency_limit IS NOT NULL
+        AND (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue) >= qc.concurrency_limit)
+    AND (r.rate_key IS NULL OR 'key:' || r.rate_key = ANY(%(locked)s::text[]))
+    AND ('queue:' || r.queue = ANY(%(locked)s::text[]) OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_queue ql WHERE ql.name = r.queue
+        AND (ql.concurrency_limit IS NOT NULL OR ql.rate_limit IS NOT NULL)))
+    AND (NOT %(rate_limits)s
+         OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
+    AND (r.rate_key IS NULL OR NOT %(rate_limits)s
+         OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
 
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(async_limit)s::integer + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(async_limit)s::integer
+    ) c
+    LIMIT %(async_limit)s::integer
+)
 ), fresh AS (
     SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
 ), ranked AS (
@@ -309,7 +380,7 @@ WITH window_room AS MATERIALIZED (
     LEFT JOIN placed pl ON pl.id = e.id
     WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
     ORDER BY e.ord, e.priority DESC, e.run_after, e.id
-    LIMIT %(limit)s
+    LIMIT %(total)s::integer
 ), key_starts AS (
     UPDATE pgqueue_rate_window w SET (recent, counts) = (
         SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
@@ -399,9 +470,9 @@ WITH window_room AS MATERIALIZED (
             LIMIT p.n FOR UPDATE SKIP LOCKED) x))
     RETURNING h.*
 ), refilled AS (
-    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
 SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
-    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM refill m
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM refill m
 )
 UPDATE pgqueue_job j SET
     status = 'running',
@@ -413,4 +484,4 @@ UPDATE pgqueue_job j SET
     concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0),
     claim_token = (SELECT nextval('pgqueue_claim_token'))
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async

@@ -4,13 +4,13 @@
 
 -- name: PARK_QUEUE
 WITH m AS (DELETE FROM pgqueue_ready r WHERE r.slot >= 0 AND r.queue = %s RETURNING r.*)
-INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT -2, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM m
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT -2, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM m
 
 -- name: UNPARK_QUEUE
 WITH m AS (DELETE FROM pgqueue_ready r WHERE r.slot = -2 AND r.queue = %s RETURNING r.*)
-INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT pgqueue_ready_slot(m.job_id, m.run_after), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM m
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT pgqueue_ready_slot(m.job_id, m.run_after), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM m
 
 -- name: PARK_BATCH
 WITH gone AS MATERIALIZED (
@@ -43,8 +43,8 @@ WITH gone AS MATERIALIZED (
     DELETE FROM pgqueue_ready_7
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 7)) RETURNING *
 )
-INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT -2, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit FROM (SELECT * FROM taken_0 UNION ALL SELECT * FROM taken_1 UNION ALL SELECT * FROM taken_2 UNION ALL SELECT * FROM taken_3 UNION ALL SELECT * FROM taken_4 UNION ALL SELECT * FROM taken_5 UNION ALL SELECT * FROM taken_6 UNION ALL SELECT * FROM taken_7) m
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT -2, m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM (SELECT * FROM taken_0 UNION ALL SELECT * FROM taken_1 UNION ALL SELECT * FROM taken_2 UNION ALL SELECT * FROM taken_3 UNION ALL SELECT * FROM taken_4 UNION ALL SELECT * FROM taken_5 UNION ALL SELECT * FROM taken_6 UNION ALL SELECT * FROM taken_7) m
 
 -- name: MISPLACED
 WITH RECURSIVE parked_queues AS (

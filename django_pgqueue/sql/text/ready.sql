@@ -11,10 +11,10 @@ WITH due AS (
         ORDER BY run_after
         LIMIT %s
         FOR UPDATE SKIP LOCKED))
-    RETURNING r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit
+    RETURNING r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async
 )
-INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit)
-SELECT pgqueue_ready_slot(job_id, run_after), job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit
+INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT pgqueue_ready_slot(job_id, run_after), job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async
 FROM due
 
 -- name: RECYCLABLE

@@ -216,6 +216,9 @@ class Command(BaseCommand):
         )
 
     def handle_fleet(self, options: dict[str, Any], progress: BarProgress) -> None:
+        if options["scenario"] == "async":
+            self.handle_async(options, progress)
+            return
         herd = options["scenario"] == "herd"
         fleet_options = fleet.FleetOptions(
             scenario=options["scenario"],
@@ -227,6 +230,20 @@ class Command(BaseCommand):
         )
         run = fleet.run_herd if herd else fleet.run_producers
         result = run(fleet_options, progress)
+        for line in result.lines():
+            self.stdout.write(printable(line))
+        if options["json"]:
+            self.stdout.write(json.dumps({"scenario": result.scenario, **result.figures}))
+
+    def handle_async(self, options: dict[str, Any], progress: BarProgress) -> None:
+        from django_pgqueue.contrib.bench.asyncjobs import run_async
+
+        result = run_async(
+            fleet.FleetOptions(
+                scenario="async", processes=1, threads=options["threads"] or 1, jobs=10_000
+            ),
+            progress,
+        )
         for line in result.lines():
             self.stdout.write(printable(line))
         if options["json"]:
