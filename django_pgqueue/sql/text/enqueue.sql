@@ -5,14 +5,14 @@
 -- name: INSERT_ONE
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context)
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb)
-ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
 RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 
 -- name: INSERT_ONE_LIMITED
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, concurrency_limit, rate_key)
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb, %s, %s)
-ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
 RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 
