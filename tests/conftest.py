@@ -116,6 +116,7 @@ WORKER_MODULES = {
     "test_ready_ring.py",
     "test_tracing.py",
     "test_wake.py",
+    "test_workflow_workers.py",
     "test_worker_parts.py",
     "test_worker_process.py",
     "test_worker_reload.py",

@@ -496,3 +496,13 @@ def batch_report(path: str, callback: str) -> None:
 @job(max_attempts=1)
 def fails_once_dead(message: str = "boom") -> None:
     raise RuntimeError(message)
+
+
+@job
+def stalls_first_time(marker: str, seconds: float = 120.0) -> str:
+    """Its first attempt writes ``marker`` and sleeps (to be killed under); later ones return."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text(str(os.getpid()))
+        time.sleep(seconds)
+    return "done"
