@@ -376,3 +376,16 @@ def test_with_retention_zero_parents_and_members_are_kept_until_no_longer_needed
     assert Job.objects.get(pk=steps[0].pk).status == JobStatus.COMPLETED
     Job.objects.prune()
     assert not Job.objects.filter(batch_id=b.id).exists()
+
+
+@pytest.mark.django_db(transaction=False)
+def test_run_jobs_in_a_test_transaction_runs_chains_and_batches(tmp_path):
+    """Inside a TestCase's transaction nothing commits: run_jobs settles the edges itself."""
+    out = tmp_path / "out"
+    with batch(on_complete=jobs.batch_report.s(str(out), "complete")):
+        steps = chain(jobs.add.s(1, 2), jobs.collect_parents.s(str(out), "second"))
+    late = jobs.collect_parents.using(after=[steps[1]]).enqueue(str(out), "third")
+    run_jobs()
+    ran = [line.get("tag") or line.get("callback") for line in lines(out)]
+    assert ran[0] == "second" and sorted(ran[1:]) == ["complete", "third"]
+    assert status(late) == JobStatus.COMPLETED

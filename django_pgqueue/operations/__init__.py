@@ -121,7 +121,7 @@ from django_pgqueue.operations.schedules import (
     lock_schedule_sync,
     run_schedule_now,
 )
-from django_pgqueue.operations.testing import make_due
+from django_pgqueue.operations.testing import make_due, settle_edges
 
 __all__ = [
     "BULK_BATCH_SIZE",
@@ -192,6 +192,7 @@ __all__ = [
     "seal_batch",
     "set_limits",
     "set_paused",
+    "settle_edges",
     "slot_counts",
     "stop_worker",
     "storage_ready",
