@@ -389,3 +389,51 @@ def test_run_jobs_in_a_test_transaction_runs_chains_and_batches(tmp_path):
     ran = [line.get("tag") or line.get("callback") for line in lines(out)]
     assert ran[0] == "second" and sorted(ran[1:]) == ["complete", "third"]
     assert status(late) == JobStatus.COMPLETED
+
+
+# --- the admin --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff(client, django_user_model):
+    user = django_user_model.objects.create_superuser("boss", "boss@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def test_the_job_page_links_parents_dependents_and_batch(staff):
+    from django.urls import reverse
+
+    parent = jobs.noop.enqueue()
+    with batch() as b:
+        child = jobs.noop.using(after=[parent]).enqueue()
+    page = staff.get(reverse("admin:django_pgqueue_job_change", args=[child.pk])).content.decode()
+    assert reverse("admin:django_pgqueue_job_change", args=[parent.pk]) in page
+    assert "1 not completed yet" in page
+    assert reverse("admin:django_pgqueue_batch_change", args=[b.id]) in page
+    page = staff.get(reverse("admin:django_pgqueue_job_change", args=[parent.pk])).content.decode()
+    assert reverse("admin:django_pgqueue_job_change", args=[child.pk]) in page
+    plain = jobs.noop.enqueue()
+    page = staff.get(reverse("admin:django_pgqueue_job_change", args=[plain.pk])).content.decode()
+    assert "Waits for" not in page
+
+
+def test_the_batch_page_shows_progress_counts_callbacks_and_retries_failed_members(staff):
+    from django.urls import reverse
+
+    with batch(on_complete=jobs.noop.s(), description="nightly resize") as b:
+        jobs.noop.enqueue()
+        dead = jobs.fails_once_dead.enqueue()
+    run_jobs()
+    url = reverse("admin:django_pgqueue_batch_change", args=[b.id])
+    page = staff.get(url).content.decode()
+    assert "nightly resize" in page and "2 of 2 ended, 1 failed" in page
+    assert f"?batch={b.id}&amp;status=dead" in page
+    assert "on_complete" in page and "Retry failed members" in page
+    members = staff.get(reverse("admin:django_pgqueue_job_changelist") + f"?batch={b.id}")
+    assert members.status_code == 200 and f">{dead.pk}<" in members.content.decode()
+    assert staff.get(reverse("admin:django_pgqueue_batch_changelist")).status_code == 200
+    response = staff.post(reverse("admin:django_pgqueue_batch_retry_failed", args=[b.id]))
+    assert response.status_code == 302
+    assert status(dead) == JobStatus.PENDING
+    assert Batch.objects.get(pk=b.id).finished_at is None
