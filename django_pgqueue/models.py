@@ -212,6 +212,12 @@ class Job(models.Model):
                 name="pgqueue_job_schedule",
                 condition=Q(schedule__isnull=False),
             ),
+            # Jobs waiting for others, per queue: the status counts, the check, the admin.
+            models.Index(
+                fields=["queue", "id"],
+                name="pgqueue_job_waiting",
+                condition=Q(status=JobStatus.WAITING),
+            ),
             # A batch's members: its counts, its page, its seal.
             models.Index(
                 fields=["batch", "id"], name="pgqueue_job_batch", condition=Q(batch__isnull=False)

@@ -437,3 +437,18 @@ def test_the_batch_page_shows_progress_counts_callbacks_and_retries_failed_membe
     assert response.status_code == 302
     assert status(dead) == JobStatus.PENDING
     assert Batch.objects.get(pk=b.id).finished_at is None
+
+
+def test_the_status_counts_know_waiting_jobs():
+    from django_pgqueue import stats
+
+    parent = jobs.noop.enqueue()
+    jobs.noop.using(after=[parent]).enqueue_many([()] * 3)
+    (default,) = [q for q in stats.queue_report().queues if q.queue == "default"]
+    assert (default.waiting.value, default.runnable.value) == (3, 1)
+    assert default.as_dict()["waiting"] == 3
+    # The capped counts (a big table's) too.
+    from django_pgqueue.stats.collect import _capped_stats
+
+    (capped,) = _capped_stats(operations.DjangoDatabase("default"), timezone.now(), ["default"])
+    assert capped.waiting.value == 3

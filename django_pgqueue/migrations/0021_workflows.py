@@ -555,6 +555,14 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="job",
             index=models.Index(
+                condition=models.Q(("status", "waiting")),
+                fields=["queue", "id"],
+                name="pgqueue_job_waiting",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
                 condition=models.Q(("batch__isnull", False)),
                 fields=["batch", "id"],
                 name="pgqueue_job_batch",

@@ -920,6 +920,9 @@ CREATE INDEX pgqueue_job_stale ON public.pgqueue_job USING btree (locked_at) WHE
 -- INDEX pgqueue_job_unique_active
 CREATE UNIQUE INDEX pgqueue_job_unique_active ON public.pgqueue_job USING btree (queue, unique_key) WHERE (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying, 'waiting'::character varying])::text[])) AND (unique_key IS NOT NULL));
 
+-- INDEX pgqueue_job_waiting
+CREATE INDEX pgqueue_job_waiting ON public.pgqueue_job USING btree (queue, id) WHERE ((status)::text = 'waiting'::text);
+
 -- INDEX pgqueue_queue_name_95f032e9_like
 CREATE INDEX pgqueue_queue_name_95f032e9_like ON public.pgqueue_queue USING btree (name varchar_pattern_ops);
 
