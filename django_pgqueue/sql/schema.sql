@@ -2,6 +2,26 @@
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
+-- FUNCTION pgqueue_batch_bucket(bigint, integer, integer, integer, integer)
+CREATE FUNCTION public.pgqueue_batch_bucket(b bigint, new_u integer, new_f integer, d_unfinished integer, d_failed integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    d_open integer := (new_u > 0)::integer - (new_u - d_unfinished > 0)::integer;
+    d_failing integer := (new_u = 0 AND new_f > 0)::integer
+        - (new_u - d_unfinished = 0 AND new_f - d_failed > 0)::integer;
+BEGIN
+    IF d_open = 0 AND d_failing = 0 THEN
+        RETURN;
+    END IF;
+    UPDATE pgqueue_batch SET buckets_left = buckets_left + d_open,
+        failed_buckets = failed_buckets + d_failing,
+        finished_at = CASE WHEN buckets_left + d_open > 0 THEN NULL ELSE finished_at END
+    WHERE id = b;
+    PERFORM pgqueue_batch_finish(b);
+END;
+$$;
+
 -- FUNCTION pgqueue_batch_count(bigint, bigint, text, text)
 CREATE FUNCTION public.pgqueue_batch_count(b bigint, member bigint, old_status text, new_status text) RETURNS void
     LANGUAGE plpgsql
@@ -12,43 +32,33 @@ DECLARE
     d_failed integer := (new_status IN ('dead', 'cancelled'))::integer
         - (old_status IN ('dead', 'cancelled'))::integer;
     sealed boolean;
-    t record;
-    d_open integer;
-    d_failing integer;
+    new_u integer;
+    new_f integer;
 BEGIN
     IF d_unfinished = 0 AND d_failed = 0 THEN
         RETURN;
     END IF;
-    SELECT sealed_at IS NOT NULL INTO sealed FROM pgqueue_batch WHERE id = b;
-    IF sealed IS NULL THEN
-        RETURN;  -- the batch is gone
-    END IF;
-    IF NOT sealed THEN
-        -- Not sealed as this statement saw it: wait for a seal under way and look again. A
-        -- seal that starts later counts this member as this transaction leaves it.
-        SELECT sealed_at IS NOT NULL INTO sealed FROM pgqueue_batch WHERE id = b FOR SHARE;
-        IF NOT sealed THEN
-            RETURN;
-        END IF;
-    END IF;
     UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
         failed = failed + d_failed
     WHERE batch_id = b AND bucket = member / 128
-    RETURNING unfinished - d_unfinished AS old_u, failed - d_failed AS old_f,
-              unfinished AS new_u, failed AS new_f
-    INTO t;
+    RETURNING unfinished, failed INTO new_u, new_f;
     IF NOT FOUND THEN
-        RETURN;
+        -- Not sealed as this statement saw it (its tally rows come with the seal), or gone:
+        -- wait for a seal under way and look again. A seal that starts later counts this
+        -- member as this transaction leaves it.
+        SELECT sealed_at IS NOT NULL INTO sealed FROM pgqueue_batch WHERE id = b FOR SHARE;
+        IF sealed IS NULL OR NOT sealed THEN
+            RETURN;
+        END IF;
+        UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+            failed = failed + d_failed
+        WHERE batch_id = b AND bucket = member / 128
+        RETURNING unfinished, failed INTO new_u, new_f;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
     END IF;
-    d_open := (t.new_u > 0)::integer - (t.old_u > 0)::integer;
-    d_failing := (t.new_u = 0 AND t.new_f > 0)::integer - (t.old_u = 0 AND t.old_f > 0)::integer;
-    IF d_open <> 0 OR d_failing <> 0 THEN
-        UPDATE pgqueue_batch SET buckets_left = buckets_left + d_open,
-            failed_buckets = failed_buckets + d_failing,
-            finished_at = CASE WHEN buckets_left + d_open > 0 THEN NULL ELSE finished_at END
-        WHERE id = b;
-        PERFORM pgqueue_batch_finish(b);
-    END IF;
+    PERFORM pgqueue_batch_bucket(b, new_u, new_f, d_unfinished, d_failed);
 END;
 $$;
 
@@ -91,8 +101,26 @@ $$;
 CREATE FUNCTION public.pgqueue_batch_member() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    d_unfinished integer := (NEW.status NOT IN ('completed', 'dead', 'cancelled'))::integer
+        - (OLD.status NOT IN ('completed', 'dead', 'cancelled'))::integer;
+    d_failed integer := (NEW.status IN ('dead', 'cancelled'))::integer
+        - (OLD.status IN ('dead', 'cancelled'))::integer;
+    new_u integer;
+    new_f integer;
 BEGIN
-    PERFORM pgqueue_batch_count(NEW.batch_id, NEW.id, OLD.status, NEW.status);
+    IF d_unfinished = 0 AND d_failed = 0 THEN
+        RETURN NULL;
+    END IF;
+    UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+        failed = failed + d_failed
+    WHERE batch_id = NEW.batch_id AND bucket = NEW.id / 128
+    RETURNING unfinished, failed INTO new_u, new_f;
+    IF NOT FOUND THEN
+        PERFORM pgqueue_batch_count(NEW.batch_id, NEW.id, OLD.status, NEW.status);
+    ELSIF (new_u > 0) <> (new_u - d_unfinished > 0) OR new_u = 0 THEN
+        PERFORM pgqueue_batch_bucket(NEW.batch_id, new_u, new_f, d_unfinished, d_failed);
+    END IF;
     RETURN NULL;
 END;
 $$;
