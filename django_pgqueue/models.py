@@ -396,6 +396,14 @@ class Batch(models.Model):
         db_table = "pgqueue_batch"
         ordering = ["-id"]
         verbose_name_plural = "batches"
+        indexes = [
+            # Pruning: finished batches past the retention.
+            models.Index(
+                fields=["finished_at"],
+                name="pgqueue_batch_finished",
+                condition=Q(finished_at__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"batch #{self.pk}" + (f" ({self.description})" if self.description else "")

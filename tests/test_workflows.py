@@ -452,3 +452,21 @@ def test_the_status_counts_know_waiting_jobs():
 
     (capped,) = _capped_stats(operations.DjangoDatabase("default"), timezone.now(), ["default"])
     assert capped.waiting.value == 3
+
+
+def test_pruning_removes_a_finished_batch_once_its_members_are_gone(settings):
+    from django_pgqueue.models import BatchTally
+
+    settings.PGQUEUE_RETENTION = 0
+    with batch() as b:
+        jobs.noop.enqueue()
+    with batch() as running:
+        jobs.noop.enqueue()
+    assert BatchTally.objects.filter(batch_id=b.id).exists()
+    Job.objects.filter(batch_id=b.id).update(status=JobStatus.COMPLETED, finished_at=timezone.now())
+    assert Batch.objects.get(pk=b.id).finished_at is not None
+    Job.objects.prune()  # the member goes first
+    Job.objects.prune()  # then its batch
+    assert not Batch.objects.filter(pk=b.id).exists()
+    assert not BatchTally.objects.filter(batch_id=b.id).exists()
+    assert Batch.objects.filter(pk=running.id).exists()

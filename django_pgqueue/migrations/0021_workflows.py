@@ -668,5 +668,13 @@ class Migration(migrations.Migration):
                 models.F("child"), models.F("parent"), name="pgqueue_dependency_edge"
             ),
         ),
+        migrations.AddIndex(
+            model_name="batch",
+            index=models.Index(
+                condition=models.Q(("finished_at__isnull", False)),
+                fields=["finished_at"],
+                name="pgqueue_batch_finished",
+            ),
+        ),
         migrations.RunSQL(FORWARD, BACKWARD),
     ]

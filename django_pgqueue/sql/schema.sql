@@ -915,6 +915,9 @@ ALTER TABLE ONLY public.pgqueue_schedule
 ALTER TABLE ONLY public.pgqueue_worker
     ADD CONSTRAINT pgqueue_worker_pkey PRIMARY KEY (worker_id);
 
+-- INDEX pgqueue_batch_finished
+CREATE INDEX pgqueue_batch_finished ON public.pgqueue_batch USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
 -- INDEX pgqueue_batch_tally_bucket
 CREATE UNIQUE INDEX pgqueue_batch_tally_bucket ON public.pgqueue_batch_tally USING btree (batch_id, bucket);
 
