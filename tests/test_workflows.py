@@ -470,3 +470,15 @@ def test_pruning_removes_a_finished_batch_once_its_members_are_gone(settings):
     assert not Batch.objects.filter(pk=b.id).exists()
     assert not BatchTally.objects.filter(batch_id=b.id).exists()
     assert Batch.objects.filter(pk=running.id).exists()
+
+
+def test_deleting_a_batch_takes_its_tally_and_its_members_no_longer_count(tmp_path):
+    from django_pgqueue.models import BatchTally
+
+    out = tmp_path / "out"
+    with batch(on_complete=jobs.batch_report.s(str(out), "complete")) as b:
+        jobs.noop.enqueue()
+    Batch.objects.filter(pk=b.id).delete()
+    assert not BatchTally.objects.filter(batch_id=b.id).exists()
+    run_jobs()
+    assert not out.exists()

@@ -363,6 +363,18 @@ CREATE TRIGGER pgqueue_job_batch_member
         OR OLD.status IN ('completed', 'dead', 'cancelled')))
     EXECUTE FUNCTION pgqueue_batch_member();
 
+-- A batch deleted (the admin, by hand): its tally goes with it; its members count for nothing.
+CREATE FUNCTION pgqueue_batch_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgqueue_batch_tally t USING deleted d WHERE t.batch_id = d.id;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgqueue_batch_delete
+    AFTER DELETE ON pgqueue_batch
+    REFERENCING OLD TABLE AS deleted
+    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_batch_delete();
+
 -- A job deleted: an unfinished parent's waiting dependents can never run (cancelled); a
 -- child's edges go with it; an unfinished member counts as ended, failed.
 CREATE FUNCTION pgqueue_flow_delete() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -386,6 +398,8 @@ CREATE TRIGGER pgqueue_job_flow_delete
 """
 
 BACKWARD = """
+DROP TRIGGER pgqueue_batch_delete ON pgqueue_batch;
+DROP FUNCTION pgqueue_batch_delete();
 DROP TRIGGER pgqueue_job_flow_delete ON pgqueue_job;
 DROP TRIGGER pgqueue_job_batch_member ON pgqueue_job;
 DROP TRIGGER pgqueue_job_flow_hold ON pgqueue_job;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, WORKER_TABLE
-from django_pgqueue.sql.flow import BATCH_TABLE, KEEP_PARENT, TALLY_TABLE
+from django_pgqueue.sql.flow import BATCH_TABLE, KEEP_PARENT
 from django_pgqueue.states import PRUNED_AFTER_RETENTION, JobStatus, sql_list
 
 
@@ -29,18 +29,14 @@ DELETE FROM {TABLE} WHERE id IN (
 PRUNE = _prune(PRUNED_AFTER_RETENTION)
 PRUNE_DEAD = _prune((JobStatus.DEAD.value,))
 
-#: Batches finished for longer than ``PGQUEUE_RETENTION`` whose members are all pruned, with
-#: their tallies (docs/workflows.md), a batch at a time.
+#: Batches finished for longer than ``PGQUEUE_RETENTION`` whose members are all pruned
+#: (docs/workflows.md); their tallies go with them (the trigger ``pgqueue_batch_delete``).
 PRUNE_BATCHES = f"""
-WITH gone AS (
-    DELETE FROM {BATCH_TABLE} b WHERE b.id IN (
-        SELECT b.id FROM {BATCH_TABLE} b
-        WHERE b.finished_at < now() - make_interval(secs => %s)
-          AND NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.batch_id = b.id)
-        LIMIT %s)
-    RETURNING b.id
-)
-DELETE FROM {TALLY_TABLE} t USING gone WHERE t.batch_id = gone.id
+DELETE FROM {BATCH_TABLE} WHERE id IN (
+    SELECT b.id FROM {BATCH_TABLE} b
+    WHERE b.finished_at < now() - make_interval(secs => %s)
+      AND NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.batch_id = b.id)
+    LIMIT %s)
 """
 
 #: The worker's row, inserted or refreshed; returns the host and pid the row named before (no

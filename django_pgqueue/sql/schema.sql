@@ -62,6 +62,16 @@ BEGIN
 END;
 $$;
 
+-- FUNCTION pgqueue_batch_delete()
+CREATE FUNCTION public.pgqueue_batch_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM pgqueue_batch_tally t USING deleted d WHERE t.batch_id = d.id;
+    RETURN NULL;
+END;
+$$;
+
 -- FUNCTION pgqueue_batch_finish(bigint)
 CREATE FUNCTION public.pgqueue_batch_finish(b bigint) RETURNS void
     LANGUAGE plpgsql
@@ -1319,6 +1329,9 @@ ALTER INDEX public.pgqueue_ready_claim ATTACH PARTITION public.pgqueue_ready_par
 
 -- INDEX ATTACH pgqueue_ready_parked_queue_priority_run_after_job_id_idx
 ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_ready_parked_queue_priority_run_after_job_id_idx;
+
+-- TRIGGER pgqueue_batch pgqueue_batch_delete
+CREATE TRIGGER pgqueue_batch_delete AFTER DELETE ON public.pgqueue_batch REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_batch_delete();
 
 -- TRIGGER pgqueue_job pgqueue_job_batch_member
 CREATE TRIGGER pgqueue_job_batch_member AFTER UPDATE OF status ON public.pgqueue_job FOR EACH ROW WHEN (((new.batch_id IS NOT NULL) AND ((old.status)::text IS DISTINCT FROM (new.status)::text) AND (((new.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[])) OR ((old.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))))) EXECUTE FUNCTION public.pgqueue_batch_member();

@@ -25,15 +25,11 @@ DELETE FROM pgqueue_job WHERE id IN (
 )
 
 -- name: PRUNE_BATCHES
-WITH gone AS (
-    DELETE FROM pgqueue_batch b WHERE b.id IN (
-        SELECT b.id FROM pgqueue_batch b
-        WHERE b.finished_at < now() - make_interval(secs => %s)
-          AND NOT EXISTS (SELECT 1 FROM pgqueue_job j WHERE j.batch_id = b.id)
-        LIMIT %s)
-    RETURNING b.id
-)
-DELETE FROM pgqueue_batch_tally t USING gone WHERE t.batch_id = gone.id
+DELETE FROM pgqueue_batch WHERE id IN (
+    SELECT b.id FROM pgqueue_batch b
+    WHERE b.finished_at < now() - make_interval(secs => %s)
+      AND NOT EXISTS (SELECT 1 FROM pgqueue_job j WHERE j.batch_id = b.id)
+    LIMIT %s)
 
 -- name: UPSERT_WORKER
 WITH before AS (SELECT hostname, pid FROM pgqueue_worker WHERE worker_id = %(id)s),
