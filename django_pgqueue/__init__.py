@@ -13,10 +13,12 @@ from django_pgqueue.exceptions import (
     JobInterrupted,
     PgQueueError,
     UnknownJob,
+    UnknownParent,
 )
 from django_pgqueue.queues import limit_queue, pause_queue, resume_queue
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.states import JobStatus
+from django_pgqueue.workflows import Signature, batch, chain
 
 __version__ = "0.2.0.dev0"
 
@@ -28,8 +30,12 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "PgQueueError",
+    "Signature",
     "UnknownJob",
+    "UnknownParent",
     "__version__",
+    "batch",
+    "chain",
     "current_job",
     "job",
     "limit_queue",

@@ -170,8 +170,25 @@ STORAGE_CHECKS = {
         "CHECK constraints were added NOT VALID and never validated: rows written before them "
         "may break them (S9, S11)",
     ),
+    "miscounted_parents": (
+        "django_pgqueue.E107",
+        "jobs' count of parents not completed disagrees with their parents (F1)",
+    ),
+    "stuck_waiting": (
+        "django_pgqueue.E108",
+        "waiting jobs have no parent left to wait for, or wait for one that ended dead, "
+        "cancelled or is gone: nothing will release them (F2)",
+    ),
+    "unmarked_parents": (
+        "django_pgqueue.E109",
+        "jobs with dependents are not marked so: their end would not reach them (F3)",
+    ),
+    "miscounted_batches": (
+        "django_pgqueue.E110",
+        "batches' counts of active members disagree with their members (B1)",
+    ),
     "deaf_listeners": (
-        "django_pgqueue.W107",
+        "django_pgqueue.W111",
         "worker rows say listening while no listening connection of theirs is open: enqueue() "
         "may pick them to wake, and the job then waits for a poll (S12)",
     ),
@@ -201,11 +218,22 @@ DEAF_HINT = (
     "docs/storage.md, S12)."
 )
 
+#: What to do about workflows' counts that disagree with the jobs.
+WORKFLOW_HINT = (
+    "`manage.py pgqueue_repair` counts them again from the jobs and their edges, releases or "
+    "cancels the waiting jobs that should be, and finishes the batches that should be "
+    "(see docs/storage.md, F1-F3 and B1)."
+)
+
 #: The hint of each kind of violation the workers do not repair.
 HINTS = {
     "misshapen_windows": WINDOW_HINT,
     "unvalidated": UNVALIDATED_HINT,
     "deaf_listeners": DEAF_HINT,
+    "miscounted_parents": WORKFLOW_HINT,
+    "stuck_waiting": WORKFLOW_HINT,
+    "unmarked_parents": WORKFLOW_HINT,
+    "miscounted_batches": WORKFLOW_HINT,
 }
 
 #: Commands whose database checks leave the storage's out: they must not wait for a read of

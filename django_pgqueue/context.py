@@ -20,13 +20,13 @@ import json
 import math
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django_pgqueue.arguments import jsonb_storable
 from django_pgqueue.sql import dumps
 
 if TYPE_CHECKING:
-    from django_pgqueue.models import Job
+    from django_pgqueue.models import Batch, Job
 
 #: The job running: a context variable, so that it is each thread's own (a new thread starts
 #: with none) and each asyncio task's own (a task runs in a copy of the context it was made
@@ -137,6 +137,34 @@ class CurrentJob:
             raise ValueError("set_progress: message must not hold NULs or lone surrogates")
         version = self._progress[0] + 1 if self._progress is not None else 1
         self._progress = (version, text)
+
+    @property
+    def parent_results(self) -> dict[int, Any]:
+        """``{parent id: its stored result}`` of the jobs this one was enqueued after
+        (``using(after=)``, a chain's previous step); ``{}`` outside a worker. Read from the
+        queue's database at each access."""
+        if self.id is None:
+            return {}
+        from django_pgqueue import operations
+        from django_pgqueue.conf import settings
+
+        return operations.parent_results(operations.DjangoDatabase(settings.DATABASE), self.id)
+
+    @property
+    def batch(self) -> Batch | None:
+        """The batch this job is a member of, or whose callback it is (its ``id``,
+        ``counts()``, ``description``); None outside one or outside a worker."""
+        if self.id is None:
+            return None
+        from django_pgqueue import operations
+        from django_pgqueue.conf import settings
+        from django_pgqueue.models import Batch
+
+        db = operations.DjangoDatabase(settings.DATABASE)
+        batch_id = operations.batch_of(db, self.id)
+        if batch_id is None:
+            return None
+        return Batch.objects.using(db.alias).filter(pk=batch_id).first()
 
     @property
     def progress(self) -> dict[str, object] | None:

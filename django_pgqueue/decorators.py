@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from django_pgqueue import context, operations, registry, rules
+from django_pgqueue import context, operations, registry, rules, workflows
 from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
 from django_pgqueue.exceptions import InvalidJobArguments
@@ -99,8 +99,14 @@ class JobFunction[**P, R]:
         rate_limit: str | None = None,
         rate_key: str | None = None,
         commit_using: str | None = None,
+        after: Iterable[Job | int] | None = None,
     ) -> JobFunction[P, R]:
-        """A copy with these options replaced (``None`` keeps the current value)."""
+        """A copy with these options replaced (``None`` keeps the current value).
+
+        ``after``: jobs (or their ids) the job waits for: it is enqueued ``waiting`` and runs
+        once every one of them has completed, cancelled if one ends dead or cancelled
+        (docs/workflows.md).
+        """
         spec = self.spec.using(
             queue=queue,
             priority=priority,
@@ -112,8 +118,15 @@ class JobFunction[**P, R]:
             rate_limit=rate_limit,
             rate_key=rate_key,
             commit_using=commit_using,
+            after=None if after is None else workflows.job_ids(after),
         )
         return dataclasses.replace(self, spec=spec)
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> workflows.Signature:
+        """A signature: this job with these arguments (checked now), not enqueued yet; for
+        ``chain()``, a batch's callbacks, or ``.enqueue()`` later."""
+        self.serialize(args, kwargs)
+        return workflows.Signature(self, args, dict(kwargs))
 
     # ----- enqueueing ------------------------------------------------------------------------
 
@@ -128,7 +141,9 @@ class JobFunction[**P, R]:
         ``job.deduplicated`` set to True.
         """
         args_json, kwargs_json = self.serialize(args, kwargs)
-        return operations.insert(self._database(), self.spec, args_json, kwargs_json)
+        return operations.insert(
+            self._database(), self.spec, args_json, kwargs_json, batch=workflows.joining()
+        )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """``enqueue`` for async callers (an async view, an async job): the INSERT runs through
@@ -148,11 +163,17 @@ class JobFunction[**P, R]:
         Arguments are checked now, so bad input fails at the call site.
         """
         args_json, kwargs_json = self.serialize(args, kwargs)
+        using = self.spec.commit_using or DEFAULT_DB_ALIAS
         transaction.on_commit(
             functools.partial(
-                operations.insert, self._database(), self.spec, args_json, kwargs_json
+                operations.insert,
+                self._database(),
+                self.spec,
+                args_json,
+                kwargs_json,
+                batch=workflows.joining(on_commit=using),
             ),
-            using=self.spec.commit_using or DEFAULT_DB_ALIAS,
+            using=using,
         )
 
     def enqueue_many(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]]) -> list[int]:
@@ -182,10 +203,14 @@ class JobFunction[**P, R]:
         if self.spec.unique_key is not None:
             # Every job shares the key, so at most one is active: the first is enqueued (or the
             # active job using the key found) and every item gets that job's id.
-            job = operations.insert(self._database(), self.spec, *payloads[0])
+            job = operations.insert(
+                self._database(), self.spec, *payloads[0], batch=workflows.joining()
+            )
             _warn_dropped_payloads(self.name, self.spec.unique_key, job, payloads)
             return [job.pk] * len(payloads)
-        return operations.insert_many(self._database(), self.spec, payloads)
+        return operations.insert_many(
+            self._database(), self.spec, payloads, batch=workflows.joining()
+        )
 
     @staticmethod
     def _database() -> operations.DjangoDatabase:

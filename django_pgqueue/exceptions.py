@@ -57,3 +57,7 @@ class JobInterrupted(PgQueueError):
 
 class CancelTimeout(PgQueueError):
     """A job asked to stop ran on past the cancel timeout: its thread was abandoned."""
+
+
+class UnknownParent(PgQueueError, LookupError):
+    """``using(after=...)`` names a job that does not exist (never, or pruned since)."""

@@ -48,6 +48,10 @@ class JobQuerySet(models.QuerySet["Job"]):
 
         return self.filter(operations.scheduled_q())
 
+    def waiting(self) -> JobQuerySet:
+        """Jobs waiting for the jobs they were enqueued after."""
+        return self.filter(status=JobStatus.WAITING)
+
     def running(self) -> JobQuerySet:
         return self.filter(status=JobStatus.RUNNING)
 
@@ -88,7 +92,8 @@ class JobQuerySet(models.QuerySet["Job"]):
         return operations.retry(self)
 
     def cancel(self) -> int:
-        """Cancel the pending jobs among these; running and finished jobs are left alone."""
+        """Cancel the pending and waiting jobs among these; running and finished jobs are left
+        alone."""
         from django_pgqueue import operations
 
         return len(operations.cancel(self))

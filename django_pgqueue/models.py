@@ -135,6 +135,43 @@ class Job(models.Model):
         editable=False,
         help_text="An async def job: run on its worker's event loop.",
     )
+    # Workflows (docs/workflows.md; the rules: F1-F4 and B1 in docs/storage.md).
+    parents_left = models.IntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Of the jobs it was enqueued after, how many have not completed (NULL: it "
+        "waits for none); it is waiting while this is above 0.",
+    )
+    dependents = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text="Jobs wait for it: its end releases or cancels them.",
+    )
+    batch = models.ForeignKey(
+        "Batch",
+        null=True,
+        blank=True,
+        editable=False,
+        db_constraint=False,
+        db_index=False,
+        on_delete=models.DO_NOTHING,
+        related_name="members",
+        help_text="The batch it is a member of.",
+    )
+    callback_of = models.ForeignKey(
+        "Batch",
+        null=True,
+        blank=True,
+        editable=False,
+        db_constraint=False,
+        db_index=False,
+        db_column="callback_of",
+        on_delete=models.DO_NOTHING,
+        related_name="callback_jobs",
+        help_text="The batch whose end enqueued it (a callback).",
+    )
 
     objects = JobManager()
 
@@ -180,6 +217,16 @@ class Job(models.Model):
                 fields=["schedule", "id"],
                 name="pgqueue_job_schedule",
                 condition=Q(schedule__isnull=False),
+            ),
+            # Jobs waiting for others, per queue: the status counts, the check, the admin.
+            models.Index(
+                fields=["queue", "id"],
+                name="pgqueue_job_waiting",
+                condition=Q(status=JobStatus.WAITING),
+            ),
+            # A batch's members: its counts, its page, its seal.
+            models.Index(
+                fields=["batch", "id"], name="pgqueue_job_batch", condition=Q(batch__isnull=False)
             ),
         ]
         constraints = [
@@ -229,9 +276,14 @@ class Job(models.Model):
         return self.status == JobStatus.PENDING and self.run_after > timezone.now()
 
     @property
+    def is_waiting(self) -> bool:
+        """Waiting for the jobs it was enqueued after."""
+        return self.status == JobStatus.WAITING
+
+    @property
     def is_cancellable(self) -> bool:
-        """Pending, or running and not yet asked to stop."""
-        return self.status == JobStatus.PENDING or (
+        """Pending or waiting, or running and not yet asked to stop."""
+        return self.status in (JobStatus.PENDING, JobStatus.WAITING) or (
             self.status == JobStatus.RUNNING and self.cancel_requested_at is None
         )
 
@@ -276,6 +328,123 @@ class Job(models.Model):
         if changed:
             self.refresh_from_db()
         return changed
+
+
+class Dependency(models.Model):
+    """An edge of a workflow: ``child`` runs once ``parent`` has completed (``using(after=)``,
+    ``chain``). Written once, at the child's enqueue; the triggers of ``0022_workflows`` keep
+    ``satisfied`` (the parent completed, counted in the child's ``parents_left``) and
+    ``cascaded`` (the parent's end cancelled the child) as the parent's status changes."""
+
+    id = models.BigAutoField(primary_key=True)
+    child = models.ForeignKey(
+        Job,
+        db_constraint=False,
+        db_index=False,
+        on_delete=models.DO_NOTHING,
+        related_name="parent_links",
+    )
+    parent = models.ForeignKey(
+        Job, db_constraint=False, on_delete=models.DO_NOTHING, related_name="child_links"
+    )
+    satisfied = models.BooleanField(default=False, db_default=False)
+    cascaded = models.BooleanField(default=False, db_default=False)
+
+    objects = QueueManager["Dependency"]()
+
+    class Meta:
+        db_table = "pgqueue_job_dependency"
+        constraints = [
+            models.UniqueConstraint("child", "parent", name="pgqueue_dependency_edge"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.child_id} after #{self.parent_id}"
+
+
+class Batch(models.Model):
+    """Jobs enqueued together (``with batch(...)``), and what runs once every one has ended.
+
+    Sealed when its block closed and its transaction committed; finished (``finished_at``) once
+    sealed and no member is active, which enqueues its callbacks (``fired``) in the same
+    transaction, once. A member retried re-opens it. Counted by buckets of member ids
+    (:class:`BatchTally`), so that no single row takes a write per member."""
+
+    id = models.BigAutoField(primary_key=True)
+    description = models.CharField(max_length=255, blank=True, default="", db_default="")
+    on_success = TolerantJSONField(null=True, blank=True, help_text="Enqueued if all completed.")
+    on_failure = TolerantJSONField(
+        null=True, blank=True, help_text="Enqueued if any ended dead or cancelled."
+    )
+    on_complete = TolerantJSONField(null=True, blank=True, help_text="Enqueued in either case.")
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    sealed_at = models.DateTimeField(
+        null=True, blank=True, help_text="Its block closed and its members were committed."
+    )
+    finished_at = models.DateTimeField(
+        null=True, blank=True, help_text="Every member ended; its callbacks were enqueued."
+    )
+    buckets_left = models.IntegerField(
+        default=0, db_default=0, help_text="Buckets of members with some still active."
+    )
+    failed_buckets = models.IntegerField(
+        default=0, db_default=0, help_text="Ended buckets with a dead or cancelled member."
+    )
+    fired = TolerantJSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        help_text="Callbacks enqueued: [{callback, job, at}], one entry per finish.",
+    )
+
+    objects = QueueManager["Batch"]()
+
+    class Meta:
+        db_table = "pgqueue_batch"
+        ordering = ["-id"]
+        verbose_name_plural = "batches"
+        indexes = [
+            # Pruning: finished batches past the retention.
+            models.Index(
+                fields=["finished_at"],
+                name="pgqueue_batch_finished",
+                condition=Q(finished_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch #{self.pk}" + (f" ({self.description})" if self.description else "")
+
+    def counts(self) -> dict[str, int]:
+        """Its members by status (every status, 0 when none)."""
+        from django_pgqueue import operations
+        from django_pgqueue.conf import settings
+
+        db = operations.DjangoDatabase(self._state.db or settings.DATABASE)
+        return operations.batch_counts(db, self.pk)
+
+
+class BatchTally(models.Model):
+    """A bucket of a sealed batch's members (ids ``bucket * 128`` to ``bucket * 128 + 127``):
+    how many are active, how many ended dead or cancelled. Derived from the members."""
+
+    id = models.BigAutoField(primary_key=True)
+    batch = models.ForeignKey(
+        Batch, db_constraint=False, db_index=False, on_delete=models.DO_NOTHING
+    )
+    bucket = models.BigIntegerField()
+    unfinished = models.IntegerField()
+    failed = models.IntegerField()
+
+    objects = QueueManager["BatchTally"]()
+
+    class Meta:
+        db_table = "pgqueue_batch_tally"
+        constraints = [
+            models.UniqueConstraint("batch", "bucket", name="pgqueue_batch_tally_bucket"),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch #{self.batch_id} bucket {self.bucket}: {self.unfinished} active"
 
 
 class Worker(models.Model):
@@ -585,4 +754,4 @@ class Schedule(models.Model):
         return operations.run_schedule_now(operations.DjangoDatabase(settings.DATABASE), self)
 
 
-__all__ = ["Job", "Queue", "RateWindow", "Schedule", "Worker"]
+__all__ = ["Batch", "BatchTally", "Dependency", "Job", "Queue", "RateWindow", "Schedule", "Worker"]

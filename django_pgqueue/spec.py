@@ -67,6 +67,8 @@ class JobSpec:
     #: An ``async def`` job: stored as such (``pgqueue_job.is_async``), run on a worker's event
     #: loop (docs/async.md). Set from the function, never an option.
     is_async: bool = False
+    #: The ids of the jobs it waits for (``using(after=...)``): it runs once each completed.
+    after: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in _SECONDS:  # timedeltas are accepted; seconds are kept
@@ -88,6 +90,19 @@ class JobSpec:
                     {"run_after": rules.Number(0, rules.MAX_SECONDS)}, "run_after", run_after
                 )
         self._check_schedule()
+        self._check_after()
+
+    def _check_after(self) -> None:
+        after = self.after
+        if not isinstance(after, tuple | list):
+            raise TypeError(f"after must be a list of jobs or job ids, not {type(after).__name__}")
+        for parent in after:
+            if isinstance(parent, bool) or not isinstance(parent, int) or parent < 1:
+                raise TypeError(f"after takes jobs or job ids (positive integers), not {parent!r}")
+        if self.after and self.periodic:
+            raise ValueError(f"job {self.name!r}: a periodic job cannot wait for others (after=)")
+        # Each parent once, in the order given.
+        object.__setattr__(self, "after", tuple(dict.fromkeys(after)))
 
     def _check_schedule(self) -> None:
         from django_pgqueue.schedules.timing import check_cron, zone

@@ -19,6 +19,9 @@ class JobStatus(models.TextChoices):
     """A job's state."""
 
     PENDING = "pending", "Pending"
+    #: Waits for the jobs it was enqueued after (``using(after=...)``, ``chain``): never
+    #: runnable, no ready row; its last parent's completion makes it pending (docs/workflows.md).
+    WAITING = "waiting", "Waiting"
     RUNNING = "running", "Running"
     COMPLETED = "completed", "Completed"
     DEAD = "dead", "Dead"
@@ -64,8 +67,14 @@ class QueueState(StrEnum):
     PAUSED = "paused"
 
 
-#: Jobs whose unique key is still in use: waiting or being run.
-ACTIVE: tuple[str, ...] = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
+#: Jobs whose unique key is still in use: waiting for their parents, for a worker, or being run.
+ACTIVE: tuple[str, ...] = (
+    JobStatus.PENDING.value,
+    JobStatus.RUNNING.value,
+    JobStatus.WAITING.value,
+)
+#: Jobs that ended badly: a dependent of one is cancelled, a batch with one fails.
+FAILED: tuple[str, ...] = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 #: Jobs that ended; they carry ``finished_at`` and are pruned after their retention.
 FINISHED: tuple[str, ...] = (
     JobStatus.COMPLETED.value,

@@ -124,6 +124,7 @@ WORKER_MODULES = {
     "test_tracing.py",
     "test_wake.py",
     "test_worker_cursor.py",
+    "test_workflow_workers.py",
     "test_worker_parts.py",
     "test_worker_process.py",
     "test_worker_reload.py",

@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 import django_pgqueue.contrib.bench.run as bench_run
 from django_pgqueue import registry
 from django_pgqueue.contrib.bench.measurement import percentile
-from django_pgqueue.contrib.bench.phases import PHASES, Phase
+from django_pgqueue.contrib.bench.phases import DEFAULT_PHASES, PHASES, Phase
 from django_pgqueue.contrib.bench.phases import limits as limits_phase
 from django_pgqueue.contrib.bench.results import (
     QUEUE_PREFIX,
@@ -183,7 +183,16 @@ def test_percentile():
 
 
 def test_every_phase_is_in_the_registry_and_drain_brings_its_jobs():
-    assert list(PHASES) == ["enqueue", "drain", "single", "pickup", "history", "limits"]
+    assert list(PHASES) == [
+        "enqueue",
+        "drain",
+        "single",
+        "pickup",
+        "history",
+        "limits",
+        "workflows",
+    ]
+    assert list(DEFAULT_PHASES) == list(PHASES)[:-1]  # workflows runs when asked for
     run = Bench(BenchOptions(phases=["drain"]))
     assert run.to_run() == ["enqueue", "drain"]
     with pytest.raises(ValueError, match="Unknown phases: nope"):
@@ -230,3 +239,14 @@ def test_the_bench_jobs_are_registered_when_it_runs_not_when_it_is_imported():
     assert done.stdout.strip() == "[]"
     run_bench("--jobs=5", "--phases=enqueue", "--no-progress")
     assert {NOOP, RECORD_START} <= set(registry.names())
+
+
+def test_the_workflows_phase_measures_a_batch_and_a_chain_and_leaves_no_rows():
+    from django_pgqueue.models import Batch
+
+    lines, _ = run_bench("--jobs=20", "--phases=workflows", "--no-progress", "--json")
+    details = dict(line.split(": ", 1) for line in lines[:-1] if line.startswith("workflow_"))
+    assert float(details["workflow_batch_drain_ratio"]) > 0
+    assert int(details["workflow_chain_steps"]) == 20
+    assert float(details["workflow_chain_pickup_ms_p50"]) > 0
+    assert bench_rows() == 0 and not Batch.objects.exists()

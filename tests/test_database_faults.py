@@ -404,3 +404,65 @@ def test_pgqueue_chaos_refuses_bad_options_before_doing_anything(args, message, 
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
     assert "pgqueue_chaos:" not in result.stdout  # no run started
+
+
+def test_a_batch_whose_last_member_ends_across_a_restart_calls_back_once(
+    private_cluster, cluster_queue, tmp_path
+):
+    """Workflows (issue 33): PostgreSQL restarts while the last member of a batch runs; its
+    outcome waits in the worker and is written once the server is back, in the transaction
+    that finishes the batch: the callback runs once. Then the same batch shape with the worker
+    SIGKILLed under its last member while the server restarts: the member is reclaimed, and the
+    callback runs once."""
+    import os
+    import signal
+
+    from django_pgqueue import operations
+
+    queue = cluster_queue
+    out = tmp_path / "callbacks"
+    marker = tmp_path / "stalled"
+
+    def new_batch(last: tuple[object, tuple[object, ...]]) -> int:
+        callback = jobs.batch_report.s(str(out), "complete").callback()
+        batch_id = operations.create_batch(queue, "restart", {"on_complete": callback})
+        operations.insert_many(queue, jobs.noop.spec, [("[]", "{}")] * 10, batch=batch_id)
+        job, args = last
+        operations.insert_many(queue, job.spec, [job.serialize(args, {})], batch=batch_id)  # type: ignore[attr-defined]
+        operations.seal_batch(queue, batch_id)
+        return batch_id
+
+    env = private_cluster.env(
+        PGQUEUE_HEARTBEAT_INTERVAL="0.3",
+        PGQUEUE_POLL_INTERVAL="0.5",
+        PGQUEUE_VISIBILITY_TIMEOUT="3",
+    )
+    # 1. The outcome of the last member meets a restarting server.
+    first = new_batch((jobs.record, (str(tmp_path / "slow"), "slow", 1.5)))
+    proc = start_worker("--threads", "2", env=env)
+    try:
+        wait_until(lambda: len(running_ids(queue)) == 1 and queue.statuses()["pending"] == 0)
+        private_cluster.restart()
+        wait_for_statuses(queue, Counter({"completed": 12}))
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    assert [line.split('"callback": "')[1][:8] for line in out.read_text().splitlines()] == [
+        "complete"
+    ]
+    # 2. The worker killed under the last member while the server restarts.
+    second = new_batch((jobs.stalls_first_time, (str(marker),)))
+    proc = start_worker("--threads", "2", env=env)
+    wait_until(lambda: marker.exists() and queue.statuses()["pending"] == 0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    private_cluster.restart()
+    proc = start_worker("--threads", "2", env=env)  # reclaims it past the visibility timeout
+    try:
+        wait_for_statuses(queue, Counter({"completed": 12 + 12}))
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    fired = queue.query("SELECT id, jsonb_array_length(fired) FROM pgqueue_batch ORDER BY id")
+    assert dict(fired)[first] == dict(fired)[second] == 1
+    assert len(out.read_text().splitlines()) == 2

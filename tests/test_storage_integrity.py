@@ -265,7 +265,7 @@ def test_the_check_warns_of_a_worker_row_listening_without_its_connection_until_
     WorkerRow.objects.create(worker_id="gone:1", hostname="h", pid=1, listening=True)
     assert violations() == {"deaf_listeners": ("gone:1",)}
     text = check_output()
-    assert "django_pgqueue.W107" in text and "gone:1" in text and "(S12)" in text
+    assert "django_pgqueue.W111" in text and "gone:1" in text and "(S12)" in text
     assert "django_pgqueue.E1" not in text  # a warning: the command does not fail on it
     # A listener that is there is fine: one connection named as a worker's listener.
     listener = connections.create_connection("default")
@@ -280,6 +280,55 @@ def test_the_check_warns_of_a_worker_row_listening_without_its_connection_until_
         assert WorkerRow.objects.get(pk="here:1").listening
     finally:
         listener.close()
+
+
+def replica_sql(statement: str, params: list[object]) -> None:
+    """Run ``statement`` with the triggers off (a logical-replication apply, a bug)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute(statement, params)
+
+
+def test_the_check_names_workflow_counts_that_break_and_the_repair_fixes_them():
+    """F1-F3: a child's count, a parent's mark, a waiting job nothing will release."""
+    parent = jobs.noop.enqueue()
+    child = jobs.noop.using(after=[parent]).enqueue()
+    lonely = jobs.noop.using(after=[jobs.noop.enqueue()]).enqueue()
+    unmarked = jobs.noop.enqueue()
+    unmarked_child = jobs.noop.using(after=[unmarked]).enqueue()
+    assert violations() == {}
+    # The parent completes with the triggers off: its child is neither counted nor released.
+    replica_sql("UPDATE pgqueue_job SET status = 'completed' WHERE id = %s", [parent.pk])
+    # A waiting job whose count says nothing is left.
+    replica_sql("UPDATE pgqueue_job SET parents_left = 0 WHERE id = %s", [lonely.pk])
+    replica_sql("UPDATE pgqueue_job SET dependents = false WHERE id = %s", [unmarked.pk])
+    found = violations()
+    assert found["miscounted_parents"] == (child.pk, lonely.pk)
+    assert found["stuck_waiting"] == (lonely.pk,)
+    assert found["unmarked_parents"] == (unmarked.pk,)
+    text = check_output()
+    assert all(f"django_pgqueue.E10{n}" in text for n in (7, 8, 9))
+    call_command("pgqueue_repair", stdout=StringIO())
+    assert violations() == {}
+    assert Job.objects.get(pk=child.pk).status == JobStatus.PENDING
+    assert Job.objects.get(pk=lonely.pk).status == JobStatus.WAITING  # its parent is pending
+    Job.objects.filter(pk=unmarked.pk).update(status=JobStatus.DEAD)  # now reaches its child
+    assert Job.objects.get(pk=unmarked_child.pk).status == JobStatus.CANCELLED
+
+
+def test_the_check_names_a_batch_whose_counts_break_and_the_repair_finishes_it():
+    from django_pgqueue import batch
+    from django_pgqueue.models import Batch
+
+    with batch(on_complete=jobs.noop.s()) as b:
+        member = jobs.noop.enqueue()
+    replica_sql("UPDATE pgqueue_job SET status = 'completed' WHERE id = %s", [member.pk])
+    assert violations() == {"miscounted_batches": (f"batch #{b.id}",), "orphaned": (member.pk,)}
+    assert "django_pgqueue.E110" in check_output()
+    call_command("pgqueue_repair", stdout=StringIO())
+    assert violations() == {}
+    row = Batch.objects.get(pk=b.id)
+    assert row.finished_at is not None and [f["callback"] for f in row.fired] == ["on_complete"]
 
 
 def test_the_check_says_nothing_on_a_database_not_migrated_that_far():

@@ -14,10 +14,12 @@ This module registers :class:`~django_pgqueue.admin.job.JobAdmin`, built from:
 * :mod:`~django_pgqueue.admin.filters` and :mod:`~django_pgqueue.admin.search`: finding jobs;
 * :mod:`~django_pgqueue.admin.actions`: retry, run now, cancel, delete, and what they say;
 * :mod:`~django_pgqueue.admin.dashboard`: the queue dashboard and its chart;
-* :mod:`~django_pgqueue.admin.schedule`: the periodic schedules (registered on their own).
+* :mod:`~django_pgqueue.admin.schedule`: the periodic schedules (registered on their own);
+* :mod:`~django_pgqueue.admin.workflow`: a job's parents, dependents and batch, and the batches.
 
-Importing it registers ``JobAdmin`` and ``ScheduleAdmin`` and changes nothing else: the admin
-index links the dashboard only on :class:`django_pgqueue.admin_site.PgQueueAdminSite`.
+Importing it registers ``JobAdmin``, ``ScheduleAdmin`` and ``BatchAdmin`` and changes nothing
+else: the admin index links the dashboard only on
+:class:`django_pgqueue.admin_site.PgQueueAdminSite`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from django.contrib import admin
 
 from django_pgqueue.admin.job import JobAdmin
 from django_pgqueue.admin.schedule import ScheduleAdmin
-from django_pgqueue.models import Job, Schedule
+from django_pgqueue.admin.workflow import BatchAdmin
+from django_pgqueue.models import Batch, Job, Schedule
 
-__all__ = ["JobAdmin", "ScheduleAdmin"]
+__all__ = ["BatchAdmin", "JobAdmin", "ScheduleAdmin"]
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(Schedule, ScheduleAdmin)
+admin.site.register(Batch, BatchAdmin)

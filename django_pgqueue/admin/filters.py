@@ -33,6 +33,7 @@ class StatusFilter(admin.SimpleListFilter):
         # Failed, and its next attempt is later: one made runnable by hand (Run now), or whose
         # retry time has come, is under "runnable now" like the job list's badge says.
         Event.FAILED.value: ("Pending: failed, awaiting retry", lambda qs: qs.failed().scheduled()),
+        JobStatus.WAITING.value: ("Waiting for other jobs", lambda qs: qs.waiting()),
         JobStatus.RUNNING.value: ("Running", lambda qs: qs.running()),
         JobStatus.COMPLETED.value: ("Completed", lambda qs: qs.completed()),
         JobStatus.DEAD.value: ("Dead", lambda qs: qs.dead()),

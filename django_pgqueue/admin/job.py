@@ -24,11 +24,12 @@ from django_pgqueue.admin.inputs import checked_urls, filter_parameters, parse_i
 from django_pgqueue.admin.queues import QueueControls
 from django_pgqueue.admin.schedule import ScheduleFilter
 from django_pgqueue.admin.search import MAX_SEARCH_TERMS, search_jobs, search_terms
+from django_pgqueue.admin.workflow import BatchFilter, WorkflowColumns, in_workflow
 from django_pgqueue.models import Job
 from django_pgqueue.states import JobStatus
 
 
-class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
+class JobAdmin(JobColumns, WorkflowColumns, QueueDashboard, QueueControls, JobActions):
     # What identifies a job and what went wrong, fitting a laptop's width with both sidebars
     # open (tests/test_admin_layout_browser.py): the job with its last error under its name,
     # its status (with when it runs, if later), its queue (with its priority, if any), its
@@ -47,6 +48,7 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
         QueueFilter,
         NameFilter,
         ScheduleFilter,
+        BatchFilter,
         ("created_at", admin.DateFieldListFilter),
         ("finished_at", admin.DateFieldListFilter),
     )
@@ -86,6 +88,7 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
             {"fields": ("attempts_column", "interruptions", "locked_by", "locked_detail")},
         ),
         ("Keys", {"fields": ("unique_key", "concurrency_key")}),
+        ("Workflow", {"fields": ("parents_column", "dependents_column", "batch_column")}),
         ("Result", {"fields": ("result_json",)}),
         ("Error history", {"fields": ("errors_column",)}),
     )
@@ -107,6 +110,8 @@ class JobAdmin(JobColumns, QueueDashboard, QueueControls, JobActions):
             if title == "Progress" and obj.progress is None and not obj.cancel_requested_at:
                 continue
             if title == "Result" and obj.status != JobStatus.COMPLETED:
+                continue
+            if title == "Workflow" and not in_workflow(obj):
                 continue
             if title == "Error history":
                 if not failed:

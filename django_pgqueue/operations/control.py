@@ -90,15 +90,16 @@ def retry(jobs: QuerySet[Job]) -> list[int]:
 
 
 def cancel(jobs: QuerySet[Job]) -> list[int]:
-    """Cancel the pending jobs among ``jobs`` and ask the running ones to stop.
+    """Cancel the pending (and waiting) jobs among ``jobs`` and ask the running ones to stop.
 
-    Pending jobs are ``cancelled`` at once. Running jobs get ``cancel_requested_at`` and their
+    Pending and waiting jobs are ``cancelled`` at once (the dependents of each with it).
+    Running jobs get ``cancel_requested_at`` and their
     workers are told (``NOTIFY`` when this commits; workers without LISTEN poll): the job sees
     ``current_job().cancel_requested`` and ends ``cancelled`` whatever its attempt returns.
     Finished jobs are left alone. Returns the ids changed (cancelled or asked to stop).
     """
     with transaction.atomic(using=jobs.db):
-        ids = _locked_ids(jobs.filter(status=JobStatus.PENDING))
+        ids = _locked_ids(jobs.filter(status__in=(JobStatus.PENDING, JobStatus.WAITING)))
         _all(jobs).filter(pk__in=ids).update(
             status=JobStatus.CANCELLED, finished_at=timezone.now(), locked_at=None
         )

@@ -11,11 +11,13 @@ from django.db import connections
 
 from django_pgqueue import rules, tracing
 from django_pgqueue.conf import settings
+from django_pgqueue.operations import flow
 from django_pgqueue.operations.db import Database, DjangoDatabase, psycopg_cursor
 from django_pgqueue.operations.rows import decode_json, new_job
 from django_pgqueue.spec import JobSpec
 from django_pgqueue.sql import TABLE, Cursor
 from django_pgqueue.sql import enqueue as sql
+from django_pgqueue.sql import flow as flow_sql
 from django_pgqueue.states import ACTIVE, JobStatus
 
 if TYPE_CHECKING:
@@ -37,23 +39,32 @@ observers: list[Observer] = []
 _UNIQUE_RETRIES = 3
 
 
-def insert(db: Database, spec: JobSpec, args_json: str, kwargs_json: str) -> Job:
+def insert(
+    db: Database, spec: JobSpec, args_json: str, kwargs_json: str, *, batch: int | None = None
+) -> Job:
     """INSERT one job in the current transaction of ``db``; one round trip.
 
-    With a ``unique_key`` already in use by a pending or running job of the same queue, nothing
-    is inserted and that job is returned with ``deduplicated = True``. Under OpenTelemetry, in
-    a span of its own whose context the job keeps (:mod:`django_pgqueue.tracing`).
+    With a ``unique_key`` already in use by an active job of the same queue, nothing is
+    inserted and that job is returned with ``deduplicated = True``. Under OpenTelemetry, in
+    a span of its own whose context the job keeps (:mod:`django_pgqueue.tracing`). A job with
+    ``spec.after`` is enqueued waiting for those jobs (which must exist: else
+    :class:`UnknownParent`, nothing written); ``batch``: the batch it is a member of.
     """
     if not tracing.active():
-        return _insert(db, spec, args_json, kwargs_json, None)
+        return _insert(db, spec, args_json, kwargs_json, None, batch)
     with tracing.enqueueing(spec.name, spec.resolved_queue) as span:
-        job = _insert(db, spec, args_json, kwargs_json, tracing.carrier_json(span))
+        job = _insert(db, spec, args_json, kwargs_json, tracing.carrier_json(span), batch)
         tracing.enqueued(span, [job.pk], deduplicated=job.deduplicated)
         return job
 
 
 def _insert(
-    db: Database, spec: JobSpec, args_json: str, kwargs_json: str, trace_json: str | None
+    db: Database,
+    spec: JobSpec,
+    args_json: str,
+    kwargs_json: str,
+    trace_json: str | None,
+    batch: int | None = None,
 ) -> Job:
     from django_pgqueue.models import Job
 
@@ -74,7 +85,15 @@ def _insert(
         spec.is_async,
     )
     statement = sql.INSERT_ONE
-    if spec.limited:
+    status = JobStatus.WAITING if spec.after else JobStatus.PENDING
+    parents_left = len(spec.after) if spec.after else None
+    if spec.after or batch is not None:
+        if spec.after:
+            flow.check_parents(db, spec.after)
+        row = (*row, spec.resolved_concurrency_limit, spec.resolved_rate_key)
+        row = (*row, status.value, parents_left, batch)
+        statement = flow_sql.INSERT_ONE
+    elif spec.limited:
         row = (*row, spec.resolved_concurrency_limit, spec.resolved_rate_key)
         statement = sql.INSERT_ONE_LIMITED
     row = (*row, notify_mode())
@@ -92,7 +111,7 @@ def _insert(
                     name=spec.name,
                     args=decode_json(args_json),
                     kwargs=decode_json(kwargs_json),
-                    status=JobStatus.PENDING,
+                    status=status,
                     priority=spec.priority,
                     run_after=inserted[1],
                     max_attempts=max_attempts,
@@ -103,9 +122,14 @@ def _insert(
                     created_at=inserted[2],
                     trace_context=None if trace_json is None else decode_json(trace_json),
                     is_async=spec.is_async,
+                    parents_left=parents_left,
+                    batch_id=batch,
                 )
                 job.deduplicated = False
-                wake_after_commit(db, queue, job.pk)
+                if spec.after:
+                    flow.insert_edges(db, [job.pk], spec.after)
+                else:
+                    wake_after_commit(db, queue, job.pk)
                 for observe in observers:
                     observe(db, spec, args_json, kwargs_json, job.pk, job.run_after, False)
                 return job
@@ -123,26 +147,36 @@ def _insert(
     raise RuntimeError(f"Could not enqueue job {spec.name!r} with unique key {spec.unique_key!r}")
 
 
-def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]) -> list[int]:
+def insert_many(
+    db: Database,
+    spec: JobSpec,
+    payloads: Sequence[tuple[str, str]],
+    *,
+    batch: int | None = None,
+) -> list[int]:
     """Insert one job per ``(args_json, kwargs_json)``; ids in input order.
 
     Up to ``FEW_MAX`` jobs: one ``INSERT``, one round trip (a single statement is atomic by
     itself). More, or jobs with limits (whose limits are registered first, in the same
     transaction): COPY, in batches of ``BULK_BATCH_SIZE`` in one transaction, the ids reserved
     from the sequence first, so they come back in input order by construction. Neither has ON
-    CONFLICT: this is for jobs without a unique key.
+    CONFLICT: this is for jobs without a unique key. Jobs of a workflow (``spec.after``, a
+    ``batch``) always go by COPY, with their edges.
     """
     if spec.unique_key is not None:
         raise ValueError("insert_many takes jobs without a unique key")
     if not payloads:
         return []
+    if spec.after:
+        flow.check_parents(db, spec.after)
     if not tracing.active():
-        ids, run_after = _insert_many(db, spec, payloads, None)
+        ids, run_after = _insert_many(db, spec, payloads, None, batch)
     else:
         with tracing.enqueueing(spec.name, spec.resolved_queue, len(payloads)) as span:
-            ids, run_after = _insert_many(db, spec, payloads, tracing.carrier_json(span))
+            ids, run_after = _insert_many(db, spec, payloads, tracing.carrier_json(span), batch)
             tracing.enqueued(span, ids)
-    wake_after_commit(db, spec.resolved_queue, min(ids), len(ids))
+    if not spec.after:
+        wake_after_commit(db, spec.resolved_queue, min(ids), len(ids))
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
@@ -150,8 +184,14 @@ def insert_many(db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]]
 
 
 def _insert_many(
-    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]], trace_json: str | None
+    db: Database,
+    spec: JobSpec,
+    payloads: Sequence[tuple[str, str]],
+    trace_json: str | None,
+    batch: int | None,
 ) -> tuple[list[int], datetime | None]:
+    if spec.after or batch is not None:
+        return _copy_many(db, spec, payloads, trace_json, batch)
     if len(payloads) <= FEW_MAX and not spec.limited:
         return _insert_few(db, spec, payloads, trace_json)
     return _copy_many(db, spec, payloads, trace_json)
@@ -186,7 +226,11 @@ def _insert_few(
 
 
 def _copy_many(
-    db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]], trace_json: str | None
+    db: Database,
+    spec: JobSpec,
+    payloads: Sequence[tuple[str, str]],
+    trace_json: str | None,
+    member_of: int | None = None,
 ) -> tuple[list[int], datetime | None]:
     queue = spec.resolved_queue
     max_attempts = spec.resolved_max_attempts
@@ -206,6 +250,17 @@ def _copy_many(
         if trace_json is not None:  # the column only when there is a context: no \N per row
             tail = (*tail, trace_json)
             statement = sql.COPY_MANY_LIMITED_TRACED if spec.limited else sql.COPY_MANY_TRACED
+        if spec.after or member_of is not None:  # a workflow's: every column
+            status = JobStatus.WAITING if spec.after else JobStatus.PENDING
+            tail = (
+                spec.resolved_concurrency_limit,
+                spec.resolved_rate_key,
+                trace_json,
+                status.value,
+                len(spec.after) if spec.after else None,
+                member_of,
+            )
+            statement = flow_sql.COPY_MANY
         for start in range(0, len(payloads), BULK_BATCH_SIZE):
             batch = payloads[start : start + BULK_BATCH_SIZE]
             raw.execute(sql.RESERVE_IDS, [TABLE, len(batch)])
@@ -232,6 +287,8 @@ def _copy_many(
                         )
                     )
             ids += batch_ids
+        if spec.after:
+            flow.insert_edges(db, ids, spec.after)
     return ids, run_after
 
 

@@ -123,6 +123,17 @@ def repair_range(db: Database, lo: int, hi: int, *, batch: int = REPAIR_BATCH) -
     return done
 
 
+def repair_workflows(db: Database) -> None:
+    """Count workflows again from the jobs and their edges (F1-F3, B1 in docs/storage.md):
+    each child's parents left, each parent's mark, each sealed batch's tally; release or cancel
+    the waiting jobs that should be, finish or re-open the batches that should be. In one
+    transaction, the edges and tallies locked: a parent or member ending meanwhile waits for
+    it, then counts on what it wrote. For ``pgqueue_repair``; idempotent."""
+    with db.transaction(), db.cursor() as cursor:
+        for statement in sql.REPAIR_WORKFLOWS:
+            cursor.execute(statement)
+
+
 @dataclass
 class RepairRounds:
     """The workers' own repair (docs/storage.md, "Self-healing"). Each round repairs the next

@@ -24,7 +24,8 @@ class Pruned:
 
 
 def prune(db: Database) -> Pruned:
-    """Delete finished jobs past their retention in bounded batches, and workers long gone."""
+    """Delete finished jobs past their retention in bounded batches, finished batches whose
+    members are all gone, and workers long gone."""
     batch = settings.PRUNE_BATCH_SIZE
     with db.cursor() as cursor:
         cursor.execute(sql.PRUNE, [settings.RETENTION, batch])
@@ -35,6 +36,7 @@ def prune(db: Database) -> Pruned:
             cursor.execute(sql.PRUNE_DEAD, [dead_retention, batch])
             deleted += cursor.rowcount
             more = more or cursor.rowcount >= batch
+        cursor.execute(sql.PRUNE_BATCHES, [settings.RETENTION, batch])
         cursor.execute(sql.PRUNE_WORKERS, [WORKER_ROW_RETENTION])
     return Pruned(deleted, more)
 

@@ -178,11 +178,8 @@ def _finish(
     delete_completed: bool,
     asynchronous: bool,
 ) -> set[int]:
-    to_delete = [
-        _Written(o.job_id, o.claim_token)
-        for o in outcomes
-        if delete_completed and o.status == JobStatus.COMPLETED
-    ]
+    deleted = [o for o in outcomes if delete_completed and o.status == JobStatus.COMPLETED]
+    to_delete = [_Written(o.job_id, o.claim_token) for o in deleted]
     to_update = [
         [
             o.job_id,
@@ -203,7 +200,11 @@ def _finish(
     with db.cursor() as cursor:
         if to_delete:
             statement = sql.DELETE_FINISHED_ASYNC if asynchronous else sql.DELETE_FINISHED
-            cursor.execute(statement, _claimed(worker_id, to_delete))
+            # The results of the ones kept (a workflow's: sql.outcomes._delete_finished).
+            results = ",".join(f'"{o.job_id}":{o.result_json or "null"}' for o in deleted)
+            cursor.execute(
+                statement, {**_claimed(worker_id, to_delete), "results": "{" + results + "}"}
+            )
             written.update(row[0] for row in cursor.fetchall())
         if to_update:
             statement = sql.FINISH_ASYNC if asynchronous else sql.FINISH

@@ -19,3 +19,11 @@ def make_due(
     with db.cursor() as cursor:
         cursor.execute(sql.MAKE_DUE_NAMED_QUEUES if queues else sql.MAKE_DUE_ALL_QUEUES, params)
         return cursor.rowcount
+
+
+def settle_edges(db: Database) -> None:
+    """In a transaction that will not commit before the jobs run (a test's): the edges of the
+    jobs enqueued after others apply now, and from now on as they are inserted
+    (``sql.SETTLE_EDGES``). Only inside a transaction."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.SETTLE_EDGES)

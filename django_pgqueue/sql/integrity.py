@@ -11,6 +11,14 @@
   its entries (reported; the repair leaves windows alone).
 * S12 ``deaf_listeners``: a worker row that says ``listening`` while no listening connection
   of that worker is open (reported as a warning: any worker's reading of the rota corrects it).
+* F1 ``miscounted_parents``: a job whose ``parents_left`` is not the number of its edges not
+  ``satisfied``, or whose edge says its parent completed when it did not (or the reverse), or
+  an edge whose child is gone.
+* F2 ``stuck_waiting``: a waiting job with no parent left to wait for, or waiting for a parent
+  that ended dead or cancelled, or is gone: nothing will ever release it.
+* F3 ``unmarked_parents``: a parent without ``dependents``: its end would not reach them.
+* B1 ``miscounted_batches``: a sealed batch whose tally of active members, or its count of
+  buckets left, or its being finished, disagrees with its members (named ``batch #<id>``).
 * S9, S11 ``unvalidated``: a CHECK constraint of the queue's tables added ``NOT VALID`` whose
   validation did not run (a migration stopped between its two steps): the database enforces it
   on new writes only, so rows written before may break it (reported; validate it).
@@ -25,10 +33,14 @@ restore them, a range of job ids at a time.
 
 from __future__ import annotations
 
-from django_pgqueue.sql import PENDING, TABLE, WORKER_TABLE
+from django_pgqueue.sql import COMPLETED, PENDING, TABLE, WORKER_TABLE
+from django_pgqueue.sql.flow import BATCH_TABLE, BUCKET, DEPENDENCY_TABLE, TALLY_TABLE
 from django_pgqueue.sql.limits import BUCKETS, WINDOW_TABLE
 from django_pgqueue.sql.ready import COLUMNS, READY_TABLE, agrees
 from django_pgqueue.sql.rota import LISTENER_OF, LIVE_LISTENERS
+from django_pgqueue.states import ACTIVE, FAILED, JobStatus, sql_list
+
+_WAITING = sql_list([JobStatus.WAITING])
 
 #: How many ids each violation names.
 FIRST_IDS = 10
@@ -91,6 +103,41 @@ _MISSHAPEN_WINDOWS = f"""SELECT w.id FROM {WINDOW_TABLE} w
     WHERE cardinality(w.recent) > greatest(w.starts, {BUCKETS + 2})
        OR cardinality(w.counts) NOT IN (0, cardinality(w.recent))"""
 
+# F1-F3 and B1 (workflows, ``0022_workflows``): the triggers keep them in the transaction of
+# each status change; the whole tables are read (they are not checked by range).
+_FAILED = sql_list(FAILED)
+_MISCOUNTED_PARENTS = f"""SELECT j.id FROM {TABLE} j
+    WHERE j.parents_left IS NOT NULL AND j.parents_left <> (
+        SELECT count(*) FROM {DEPENDENCY_TABLE} d WHERE d.child_id = j.id AND NOT d.satisfied)
+    UNION SELECT d.child_id FROM {DEPENDENCY_TABLE} d JOIN {TABLE} p ON p.id = d.parent_id
+    WHERE d.satisfied <> (p.status = {COMPLETED})
+    UNION SELECT d.child_id FROM {DEPENDENCY_TABLE} d
+    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} c WHERE c.id = d.child_id)"""
+
+_STUCK_WAITING = f"""SELECT j.id FROM {TABLE} j
+    WHERE j.status = {_WAITING} AND (coalesce(j.parents_left, 0) <= 0 OR EXISTS (
+        SELECT 1 FROM {DEPENDENCY_TABLE} d LEFT JOIN {TABLE} p ON p.id = d.parent_id
+        WHERE d.child_id = j.id AND NOT d.satisfied
+          AND (p.id IS NULL OR p.status IN ({_FAILED}))))"""
+
+_UNMARKED_PARENTS = f"""SELECT DISTINCT d.parent_id AS id FROM {DEPENDENCY_TABLE} d
+    JOIN {TABLE} p ON p.id = d.parent_id WHERE NOT p.dependents"""
+
+_MISCOUNTED_BATCHES = f"""SELECT 'batch #' || b.id AS id FROM {BATCH_TABLE} b
+    WHERE b.sealed_at IS NOT NULL AND (
+        b.buckets_left <> (SELECT count(*) FROM {TALLY_TABLE} t
+                           WHERE t.batch_id = b.id AND t.unfinished > 0)
+        OR (b.finished_at IS NULL) <> (b.buckets_left > 0)
+        OR EXISTS (
+            SELECT 1 FROM (
+                SELECT j.id / {BUCKET} AS bucket, count(*) AS n FROM {TABLE} j
+                WHERE j.batch_id = b.id AND j.status IN ({sql_list(ACTIVE)})
+                GROUP BY 1) m
+            FULL JOIN (SELECT t.bucket, t.unfinished AS n FROM {TALLY_TABLE} t
+                       WHERE t.batch_id = b.id AND t.unfinished <> 0) t
+            ON t.bucket = m.bucket
+            WHERE m.n IS DISTINCT FROM t.n))"""
+
 # S9 and S11 are CHECK constraints that migrations add ``NOT VALID`` and validate in a second
 # transaction (its lock lets reads and writes go on): a migration stopped between the two
 # leaves one that holds for new rows only.
@@ -106,7 +153,7 @@ _DEAF_LISTENERS = f"""SELECT w.worker_id AS id FROM {WORKER_TABLE} w
 
 #: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them (the first
 #: four name jobs; ``misshapen_windows`` names rate windows, ``unvalidated`` constraints as
-#: ``table.constraint``, ``deaf_listeners`` workers).
+#: ``table.constraint``, ``miscounted_batches`` batches, ``deaf_listeners`` workers).
 KINDS = (
     "stranded",
     "duplicated",
@@ -114,11 +161,17 @@ KINDS = (
     "orphaned",
     "misshapen_windows",
     "unvalidated",
+    "miscounted_parents",
+    "stuck_waiting",
+    "unmarked_parents",
+    "miscounted_batches",
     "deaf_listeners",
 )
 
 #: The kinds whose first ids are names, not job ids.
-NAMED_KINDS = frozenset({"misshapen_windows", "unvalidated", "deaf_listeners"})
+NAMED_KINDS = frozenset(
+    {"misshapen_windows", "unvalidated", "miscounted_batches", "deaf_listeners"}
+)
 
 
 def _summary(kind: str, ids: str) -> str:
@@ -139,6 +192,10 @@ VIOLATIONS = f"WITH {_RANGE}\n" + "\nUNION ALL\n".join(
             _ORPHANED,
             _MISSHAPEN_WINDOWS,
             _UNVALIDATED,
+            _MISCOUNTED_PARENTS,
+            _STUCK_WAITING,
+            _UNMARKED_PARENTS,
+            _MISCOUNTED_BATCHES,
             _DEAF_LISTENERS,
         ),
         strict=True,
@@ -167,8 +224,9 @@ RESTART_PASS = f"SELECT setval('{REPAIR_POSITION}', ({FIRST_RANGE}))"
 ID_BOUNDS = f"SELECT min(id), max(id) FROM {TABLE}"
 
 #: Whether the storage this module checks exists (an unmigrated or half-migrated database:
-#: nothing to say). ``pgqueue_ready_job`` comes with ``0012_ready_follows_job``.
-STORAGE_READY = "SELECT to_regclass('pgqueue_ready_job') IS NOT NULL"
+#: nothing to say). ``pgqueue_job_dependency`` comes with ``0022_workflows``, the last storage
+#: the check reads.
+STORAGE_READY = "SELECT to_regclass('pgqueue_job_dependency') IS NOT NULL"
 
 _COPIED = ", ".join(COLUMNS)
 
@@ -238,3 +296,52 @@ INSERT INTO {READY_TABLE} (slot, job_id, {_COPIED})
 SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, {", ".join("j." + c for c in COLUMNS)}
 FROM {TABLE} j WHERE j.id = ANY(%(ids)s)
 """
+
+
+# Workflows' counts again from the jobs and their edges (F1-F3, B1): ``pgqueue_repair``. In
+# one transaction, the edges and tallies locked against the triggers' writes (a parent's end
+# waits for the repair, then counts on what it wrote); each statement a snapshot of its own.
+REPAIR_WORKFLOWS = (
+    f"LOCK TABLE {DEPENDENCY_TABLE}, {TALLY_TABLE} IN SHARE ROW EXCLUSIVE MODE",
+    # F1: edges of children gone; satisfied as their parent is.
+    f"""DELETE FROM {DEPENDENCY_TABLE} d
+    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} c WHERE c.id = d.child_id)""",
+    f"""UPDATE {DEPENDENCY_TABLE} d SET satisfied = (p.status = {COMPLETED})
+    FROM {TABLE} p WHERE p.id = d.parent_id AND d.satisfied <> (p.status = {COMPLETED})""",
+    f"""UPDATE {TABLE} j SET parents_left = x.n
+    FROM (SELECT child_id, count(*) FILTER (WHERE NOT satisfied) AS n FROM {DEPENDENCY_TABLE}
+          GROUP BY child_id) x
+    WHERE j.id = x.child_id AND j.parents_left IS DISTINCT FROM x.n""",
+    # F3
+    f"""UPDATE {TABLE} j SET dependents = true
+    WHERE j.id IN (SELECT parent_id FROM {DEPENDENCY_TABLE}) AND NOT j.dependents""",
+    # F2: released, or cancelled by the parent that failed (or is gone).
+    f"""SELECT pgqueue_flow_cancel(d.parent_id, coalesce('ended ' || p.status, 'was deleted'),
+                               d.child_id)
+    FROM {DEPENDENCY_TABLE} d JOIN {TABLE} c ON c.id = d.child_id AND c.status = {_WAITING}
+    LEFT JOIN {TABLE} p ON p.id = d.parent_id
+    WHERE NOT d.satisfied AND (p.id IS NULL OR p.status IN ({_FAILED}))""",
+    f"""UPDATE {TABLE} j SET status = {PENDING}
+    WHERE j.status = {_WAITING} AND coalesce(j.parents_left, 0) <= 0""",
+    # B1: each sealed batch's tally counted again; finished, or open again.
+    f"DELETE FROM {TALLY_TABLE}",
+    f"""WITH counted AS (
+        SELECT j.batch_id, j.id / {BUCKET} AS bucket,
+               count(*) FILTER (WHERE j.status IN ({sql_list(ACTIVE)})) AS unfinished,
+               count(*) FILTER (WHERE j.status IN ({_FAILED})) AS failed
+        FROM {TABLE} j JOIN {BATCH_TABLE} b ON b.id = j.batch_id AND b.sealed_at IS NOT NULL
+        GROUP BY 1, 2
+    )
+    INSERT INTO {TALLY_TABLE} (batch_id, bucket, unfinished, failed)
+    SELECT batch_id, bucket, unfinished, failed FROM counted""",
+    f"""UPDATE {BATCH_TABLE} b SET
+        buckets_left = (SELECT count(*) FROM {TALLY_TABLE} t
+                        WHERE t.batch_id = b.id AND t.unfinished > 0),
+        failed_buckets = (SELECT count(*) FROM {TALLY_TABLE} t
+                          WHERE t.batch_id = b.id AND t.unfinished = 0 AND t.failed > 0)
+    WHERE b.sealed_at IS NOT NULL""",
+    f"""UPDATE {BATCH_TABLE} SET finished_at = NULL
+    WHERE sealed_at IS NOT NULL AND finished_at IS NOT NULL AND buckets_left > 0""",
+    f"""SELECT pgqueue_batch_finish(id) FROM {BATCH_TABLE}
+    WHERE sealed_at IS NOT NULL AND finished_at IS NULL AND buckets_left = 0""",
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE, WORKER_TABLE
+from django_pgqueue.sql.flow import BATCH_TABLE, KEEP_PARENT
 from django_pgqueue.states import PRUNED_AFTER_RETENTION, JobStatus, sql_list
 
 
@@ -11,11 +12,14 @@ def _prune(statuses: tuple[str, ...]) -> str:
     not a parameter: the worker's connection plans its statements once, for any parameters
     (``plan_cache_mode = force_generic_plan``), and only a constant list lets the planner prove
     the finished-jobs partial index applies (with an array parameter it read the job table's
-    every row by primary key: 6 ms per call with 20,000 jobs waiting)."""
+    every row by primary key: 6 ms per call with 20,000 jobs waiting). A parent is kept while
+    a dependent of it has not ended (F4 in docs/storage.md)."""
     return f"""
 DELETE FROM {TABLE} WHERE id IN (
-    SELECT id FROM {TABLE}
-    WHERE status IN ({sql_list(statuses)}) AND finished_at < now() - make_interval(secs => %s)
+    SELECT j.id FROM {TABLE} j
+    WHERE j.status IN ({sql_list(statuses)})
+      AND j.finished_at < now() - make_interval(secs => %s)
+      AND {KEEP_PARENT}
     LIMIT %s
 )
 """
@@ -24,6 +28,16 @@ DELETE FROM {TABLE} WHERE id IN (
 #: Completed and cancelled jobs past ``PGQUEUE_RETENTION``; dead ones past their own.
 PRUNE = _prune(PRUNED_AFTER_RETENTION)
 PRUNE_DEAD = _prune((JobStatus.DEAD.value,))
+
+#: Batches finished for longer than ``PGQUEUE_RETENTION`` whose members are all pruned
+#: (docs/workflows.md); their tallies go with them (the trigger ``pgqueue_batch_delete``).
+PRUNE_BATCHES = f"""
+DELETE FROM {BATCH_TABLE} WHERE id IN (
+    SELECT b.id FROM {BATCH_TABLE} b
+    WHERE b.finished_at < now() - make_interval(secs => %s)
+      AND NOT EXISTS (SELECT 1 FROM {TABLE} j WHERE j.batch_id = b.id)
+    LIMIT %s)
+"""
 
 #: The worker's row, inserted or refreshed; returns the host and pid the row named before (no
 #: row for a new one: the upsert runs all the same, as every data-modifying CTE does). A

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import CANCELLED, DEAD, PENDING, RUNNING, TABLE, readable_timestamp
+from django_pgqueue.sql import (
+    CANCELLED,
+    COMPLETED,
+    DEAD,
+    PENDING,
+    RUNNING,
+    TABLE,
+    readable_timestamp,
+)
 from django_pgqueue.sql.queues import not_paused
 from django_pgqueue.sql.ready import LATER_SLOT, READY_TABLE
 from django_pgqueue.states import Attempt
@@ -118,9 +126,27 @@ RETURNING j.id
 
 
 def _delete_finished(commit: str) -> str:
+    """Completed jobs deleted (``PGQUEUE_RETENTION = 0``), but a job with dependents or in a
+    batch: it is kept completed, with its result (``%(results)s``: a JSON object of each id's),
+    for its dependents and its batch (pruned once they no longer need it). Decided on the
+    locked rows: a dependent's edge committing meanwhile marks the row first, or sees it
+    completed (docs/storage.md, F3)."""
     return f"""
-DELETE FROM {TABLE} j WHERE {_CLAIMED} AND {commit}
-RETURNING j.id
+WITH locked AS MATERIALIZED (
+    SELECT j.id, (j.dependents OR j.batch_id IS NOT NULL) AS kept FROM {TABLE} j
+    WHERE {_CLAIMED} AND {commit}
+    FOR UPDATE
+), kept AS (
+    UPDATE {TABLE} j SET
+        status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED} ELSE {COMPLETED} END,
+        finished_at = now(), locked_at = NULL, result = %(results)s::jsonb -> j.id::text
+    FROM locked l WHERE j.id = l.id AND l.kept
+    RETURNING j.id
+), gone AS (
+    DELETE FROM {TABLE} j USING locked l WHERE j.id = l.id AND NOT l.kept
+    RETURNING j.id
+)
+SELECT id FROM kept UNION ALL SELECT id FROM gone
 """
 
 

@@ -1,6 +1,340 @@
--- The queue's schema after migration 0021_job_kind: every pgqueue_* object.
+-- The queue's schema after migration 0022_workflows: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
+
+-- FUNCTION pgqueue_batch_bucket(bigint, integer, integer, integer, integer)
+CREATE FUNCTION public.pgqueue_batch_bucket(b bigint, new_u integer, new_f integer, d_unfinished integer, d_failed integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    d_open integer := (new_u > 0)::integer - (new_u - d_unfinished > 0)::integer;
+    d_failing integer := (new_u = 0 AND new_f > 0)::integer
+        - (new_u - d_unfinished = 0 AND new_f - d_failed > 0)::integer;
+BEGIN
+    IF d_open = 0 AND d_failing = 0 THEN
+        RETURN;
+    END IF;
+    UPDATE pgqueue_batch SET buckets_left = buckets_left + d_open,
+        failed_buckets = failed_buckets + d_failing,
+        finished_at = CASE WHEN buckets_left + d_open > 0 THEN NULL ELSE finished_at END
+    WHERE id = b;
+    PERFORM pgqueue_batch_finish(b);
+END;
+$$;
+
+-- FUNCTION pgqueue_batch_count(bigint, bigint, text, text)
+CREATE FUNCTION public.pgqueue_batch_count(b bigint, member bigint, old_status text, new_status text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    d_unfinished integer := (new_status NOT IN ('completed', 'dead', 'cancelled'))::integer
+        - (old_status NOT IN ('completed', 'dead', 'cancelled'))::integer;
+    d_failed integer := (new_status IN ('dead', 'cancelled'))::integer
+        - (old_status IN ('dead', 'cancelled'))::integer;
+    sealed boolean;
+    new_u integer;
+    new_f integer;
+BEGIN
+    IF d_unfinished = 0 AND d_failed = 0 THEN
+        RETURN;
+    END IF;
+    UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+        failed = failed + d_failed
+    WHERE batch_id = b AND bucket = member / 128
+    RETURNING unfinished, failed INTO new_u, new_f;
+    IF NOT FOUND THEN
+        -- Not sealed as this statement saw it (its tally rows come with the seal), or gone:
+        -- wait for a seal under way and look again. A seal that starts later counts this
+        -- member as this transaction leaves it.
+        SELECT sealed_at IS NOT NULL INTO sealed FROM pgqueue_batch WHERE id = b FOR SHARE;
+        IF sealed IS NULL OR NOT sealed THEN
+            RETURN;
+        END IF;
+        UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+            failed = failed + d_failed
+        WHERE batch_id = b AND bucket = member / 128
+        RETURNING unfinished, failed INTO new_u, new_f;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    PERFORM pgqueue_batch_bucket(b, new_u, new_f, d_unfinished, d_failed);
+END;
+$$;
+
+-- FUNCTION pgqueue_batch_delete()
+CREATE FUNCTION public.pgqueue_batch_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM pgqueue_batch_tally t USING deleted d WHERE t.batch_id = d.id;
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_batch_finish(bigint)
+CREATE FUNCTION public.pgqueue_batch_finish(b bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    bt record;
+    cb record;
+    new_id bigint;
+    v_fired jsonb := '[]';
+BEGIN
+    UPDATE pgqueue_batch SET finished_at = now()
+    WHERE id = b AND sealed_at IS NOT NULL AND finished_at IS NULL AND buckets_left = 0
+    RETURNING * INTO bt;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOR cb IN
+        SELECT c.callback, c.sig FROM (VALUES
+            (1, 'on_success', CASE WHEN bt.failed_buckets = 0 THEN bt.on_success END),
+            (2, 'on_failure', CASE WHEN bt.failed_buckets > 0 THEN bt.on_failure END),
+            (3, 'on_complete', bt.on_complete)) AS c(n, callback, sig)
+        WHERE c.sig IS NOT NULL AND c.sig <> 'null'::jsonb
+        ORDER BY c.n
+    LOOP
+        INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, max_attempts, callback_of)
+        VALUES (cb.sig ->> 'queue', cb.sig ->> 'name', cb.sig -> 'args', cb.sig -> 'kwargs',
+                (cb.sig ->> 'priority')::smallint, (cb.sig ->> 'max_attempts')::integer, b)
+        RETURNING id INTO new_id;
+        v_fired := v_fired || jsonb_build_object('callback', cb.callback, 'job', new_id,
+                                                 'at', now());
+    END LOOP;
+    UPDATE pgqueue_batch SET fired = fired || v_fired WHERE id = b;
+END;
+$$;
+
+-- FUNCTION pgqueue_batch_member()
+CREATE FUNCTION public.pgqueue_batch_member() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    d_unfinished integer := (NEW.status NOT IN ('completed', 'dead', 'cancelled'))::integer
+        - (OLD.status NOT IN ('completed', 'dead', 'cancelled'))::integer;
+    d_failed integer := (NEW.status IN ('dead', 'cancelled'))::integer
+        - (OLD.status IN ('dead', 'cancelled'))::integer;
+    new_u integer;
+    new_f integer;
+BEGIN
+    IF d_unfinished = 0 AND d_failed = 0 THEN
+        RETURN NULL;
+    END IF;
+    UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+        failed = failed + d_failed
+    WHERE batch_id = NEW.batch_id AND bucket = NEW.id / 128
+    RETURNING unfinished, failed INTO new_u, new_f;
+    IF NOT FOUND THEN
+        PERFORM pgqueue_batch_count(NEW.batch_id, NEW.id, OLD.status, NEW.status);
+    ELSIF (new_u > 0) <> (new_u - d_unfinished > 0) OR new_u = 0 THEN
+        PERFORM pgqueue_batch_bucket(NEW.batch_id, new_u, new_f, d_unfinished, d_failed);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_batch_seal(bigint)
+CREATE FUNCTION public.pgqueue_batch_seal(b bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pgqueue_batch SET sealed_at = now() WHERE id = b AND sealed_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    INSERT INTO pgqueue_batch_tally (batch_id, bucket, unfinished, failed)
+    SELECT b, j.id / 128,
+           count(*) FILTER (WHERE j.status NOT IN ('completed', 'dead', 'cancelled')),
+           count(*) FILTER (WHERE j.status IN ('dead', 'cancelled'))
+    FROM pgqueue_job j WHERE j.batch_id = b
+    GROUP BY j.id / 128;
+    UPDATE pgqueue_batch SET
+        buckets_left = (SELECT count(*) FROM pgqueue_batch_tally t
+                        WHERE t.batch_id = b AND t.unfinished > 0),
+        failed_buckets = (SELECT count(*) FROM pgqueue_batch_tally t
+                          WHERE t.batch_id = b AND t.unfinished = 0 AND t.failed > 0)
+    WHERE id = b;
+    PERFORM pgqueue_batch_finish(b);
+END;
+$$;
+
+-- FUNCTION pgqueue_flow_cancel(bigint, text, bigint)
+CREATE FUNCTION public.pgqueue_flow_cancel(parent bigint, why text, only_child bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    WITH RECURSIVE r(parent_id, child_id) AS (
+        SELECT d.parent_id, d.child_id FROM pgqueue_job_dependency d
+        JOIN pgqueue_job c ON c.id = d.child_id AND c.status = 'waiting'
+        WHERE d.parent_id = parent AND (only_child IS NULL OR d.child_id = only_child)
+        UNION
+        SELECT d.parent_id, d.child_id FROM r
+        JOIN pgqueue_job_dependency d ON d.parent_id = r.child_id
+        JOIN pgqueue_job c ON c.id = d.child_id AND c.status = 'waiting'
+    ), first AS (
+        SELECT DISTINCT ON (child_id) parent_id, child_id FROM r ORDER BY child_id, parent_id
+    ), marked AS (
+        UPDATE pgqueue_job_dependency d SET cascaded = true
+        FROM first f WHERE d.child_id = f.child_id AND d.parent_id = f.parent_id
+    )
+    UPDATE pgqueue_job c SET status = 'cancelled', finished_at = now(),
+        last_error = 'Cancelled without running: job #' || f.parent_id || ', which it waited '
+            || 'for, ' || CASE WHEN f.parent_id = parent THEN why
+                          ELSE 'was cancelled (job #' || parent || ' ' || why || ')' END
+    FROM first f WHERE c.id = f.child_id AND c.status = 'waiting';
+END;
+$$;
+
+-- FUNCTION pgqueue_flow_delete()
+CREATE FUNCTION public.pgqueue_flow_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF OLD.dependents AND OLD.status IN ('waiting', 'pending', 'running') THEN
+        PERFORM pgqueue_flow_cancel(OLD.id, 'was deleted', NULL);
+    END IF;
+    IF OLD.parents_left IS NOT NULL THEN
+        DELETE FROM pgqueue_job_dependency WHERE child_id = OLD.id;
+    END IF;
+    IF OLD.batch_id IS NOT NULL AND OLD.status IN ('waiting', 'pending', 'running') THEN
+        PERFORM pgqueue_batch_count(OLD.batch_id, OLD.id, OLD.status, 'cancelled');
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_flow_edge()
+CREATE FUNCTION public.pgqueue_flow_edge() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    parent_status text;
+BEGIN
+    SELECT status INTO parent_status FROM pgqueue_job WHERE id = NEW.parent_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job #% (which job #% was enqueued after) no longer exists',
+            NEW.parent_id, NEW.child_id
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'A parent must exist until its dependents are committed: pruned, '
+                         'deleted, or completed under PGQUEUE_RETENTION = 0.';
+    END IF;
+    UPDATE pgqueue_job SET dependents = true WHERE id = NEW.parent_id AND NOT dependents;
+    PERFORM pgqueue_flow_settle(NEW.parent_id, NULL, parent_status, NEW.child_id);
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_flow_hold()
+CREATE FUNCTION public.pgqueue_flow_hold() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    failed record;
+BEGIN
+    SELECT d.parent_id, p.status INTO failed FROM pgqueue_job_dependency d
+    LEFT JOIN pgqueue_job p ON p.id = d.parent_id
+    WHERE d.child_id = NEW.id AND NOT d.satisfied
+      AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))
+    ORDER BY d.parent_id LIMIT 1;
+    IF FOUND THEN
+        NEW.status := 'cancelled';
+        NEW.finished_at := now();
+        NEW.last_error := 'Cancelled without running: job #' || failed.parent_id || ', which it '
+            || 'waited for, ' || coalesce('ended ' || failed.status, 'was deleted');
+    ELSE
+        NEW.status := 'waiting';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+-- FUNCTION pgqueue_flow_parent()
+CREATE FUNCTION public.pgqueue_flow_parent() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pgqueue_flow_settle(NEW.id, OLD.status, NEW.status, NULL);
+    RETURN NULL;
+END;
+$$;
+
+-- FUNCTION pgqueue_flow_settle(bigint, text, text, bigint)
+CREATE FUNCTION public.pgqueue_flow_settle(parent bigint, old_status text, new_status text, only_child bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    queues text[];
+    counts integer[];
+    tickets bigint[];
+    restored bigint[];
+    failed record;
+BEGIN
+    IF old_status = 'completed' AND new_status <> 'completed' THEN
+        WITH e AS (
+            UPDATE pgqueue_job_dependency d SET satisfied = false
+            WHERE d.parent_id = parent AND d.satisfied
+            RETURNING d.child_id
+        )
+        UPDATE pgqueue_job c SET parents_left = c.parents_left + 1,
+            status = CASE WHEN c.status = 'pending' AND c.attempts = 0 THEN 'waiting'
+                     ELSE c.status END
+        FROM e WHERE c.id = e.child_id;
+    END IF;
+    IF old_status IN ('dead', 'cancelled') AND new_status NOT IN ('dead', 'cancelled') THEN
+        WITH RECURSIVE r(parent_id, child_id) AS (
+            SELECT d.parent_id, d.child_id FROM pgqueue_job_dependency d
+            WHERE d.parent_id = parent AND d.cascaded
+            UNION
+            SELECT d.parent_id, d.child_id FROM r
+            JOIN pgqueue_job_dependency d ON d.parent_id = r.child_id AND d.cascaded
+        ), cleared AS (
+            UPDATE pgqueue_job_dependency d SET cascaded = false
+            FROM r WHERE d.child_id = r.child_id AND d.parent_id = r.parent_id
+        ), back AS (
+            UPDATE pgqueue_job c SET status = 'waiting', finished_at = NULL, last_error = ''
+            FROM (SELECT DISTINCT child_id FROM r) x
+            WHERE c.id = x.child_id AND c.status = 'cancelled'
+            RETURNING c.id
+        )
+        SELECT array_agg(id) INTO restored FROM back;
+        -- A child put back that waits for another parent that failed is cancelled by that one.
+        FOR failed IN
+            SELECT d.parent_id, d.child_id, p.status FROM pgqueue_job_dependency d
+            JOIN pgqueue_job p ON p.id = d.parent_id
+            WHERE d.child_id = ANY(coalesce(restored, '{}')) AND p.status IN ('dead', 'cancelled')
+        LOOP
+            PERFORM pgqueue_flow_cancel(failed.parent_id, 'ended ' || failed.status,
+                                        failed.child_id);
+        END LOOP;
+    END IF;
+    IF new_status = 'completed' THEN
+        WITH e AS (
+            UPDATE pgqueue_job_dependency d SET satisfied = true
+            WHERE d.parent_id = parent AND NOT d.satisfied
+              AND (only_child IS NULL OR d.child_id = only_child)
+            RETURNING d.child_id
+        ), released AS (
+            UPDATE pgqueue_job c SET parents_left = c.parents_left - 1,
+                status = CASE WHEN c.status = 'waiting' AND c.parents_left <= 1 THEN 'pending'
+                         ELSE c.status END
+            FROM e WHERE c.id = e.child_id
+            RETURNING c.id, c.queue, c.status
+        )
+        SELECT array_agg(q.queue), array_agg(q.n), array_agg(q.first)
+        INTO queues, counts, tickets
+        FROM (SELECT queue, count(*)::integer AS n, min(id) AS first FROM released
+              WHERE status = 'pending' GROUP BY queue) q;
+        IF queues IS NOT NULL THEN
+            PERFORM pgqueue_wake(queues, counts, tickets);
+        END IF;
+    ELSIF new_status IN ('dead', 'cancelled') AND old_status IS DISTINCT FROM new_status THEN
+        PERFORM pgqueue_flow_cancel(parent, 'ended ' || new_status, only_child);
+    END IF;
+END;
+$$;
 
 -- FUNCTION pgqueue_notify_insert()
 CREATE FUNCTION public.pgqueue_notify_insert() RETURNS trigger
@@ -171,6 +505,30 @@ BEGIN
 END;
 $$;
 
+-- TABLE pgqueue_batch
+CREATE TABLE public.pgqueue_batch (
+    id bigint NOT NULL,
+    description character varying(255) DEFAULT ''::character varying NOT NULL,
+    on_success jsonb,
+    on_failure jsonb,
+    on_complete jsonb,
+    created_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    sealed_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    buckets_left integer DEFAULT 0 NOT NULL,
+    failed_buckets integer DEFAULT 0 NOT NULL,
+    fired jsonb DEFAULT '[]'::jsonb NOT NULL
+);
+
+-- TABLE pgqueue_batch_tally
+CREATE TABLE public.pgqueue_batch_tally (
+    id bigint NOT NULL,
+    bucket bigint NOT NULL,
+    unfinished integer NOT NULL,
+    failed integer NOT NULL,
+    batch_id bigint NOT NULL
+);
+
 -- TABLE pgqueue_job
 CREATE TABLE public.pgqueue_job (
     id bigint NOT NULL,
@@ -203,6 +561,10 @@ CREATE TABLE public.pgqueue_job (
     claim_token bigint,
     trace_context jsonb,
     is_async boolean DEFAULT false NOT NULL,
+    dependents boolean DEFAULT false NOT NULL,
+    parents_left integer,
+    batch_id bigint,
+    callback_of bigint,
     CONSTRAINT pgqueue_job_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT pgqueue_job_concurrency_limit_check CHECK ((concurrency_limit >= 0)),
     CONSTRAINT pgqueue_job_concurrency_place_check CHECK ((concurrency_place >= 0)),
@@ -210,10 +572,19 @@ CREATE TABLE public.pgqueue_job (
     CONSTRAINT pgqueue_job_max_attempts CHECK ((max_attempts >= 1)),
     CONSTRAINT pgqueue_job_max_attempts_check CHECK ((max_attempts >= 0)),
     CONSTRAINT pgqueue_job_priority_range CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
-    CONSTRAINT pgqueue_job_status_valid CHECK (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying, 'completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))),
+    CONSTRAINT pgqueue_job_status_valid CHECK (((status)::text = ANY ((ARRAY['pending'::character varying, 'waiting'::character varying, 'running'::character varying, 'completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))),
     CONSTRAINT pgqueue_job_trace_context_check CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND ((trace_context ->> 'traceparent'::text) ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))))
 )
 WITH (parallel_workers='0');
+
+-- TABLE pgqueue_job_dependency
+CREATE TABLE public.pgqueue_job_dependency (
+    id bigint NOT NULL,
+    satisfied boolean DEFAULT false NOT NULL,
+    cascaded boolean DEFAULT false NOT NULL,
+    child_id bigint NOT NULL,
+    parent_id bigint NOT NULL
+);
 
 -- TABLE pgqueue_queue
 CREATE TABLE public.pgqueue_queue (
@@ -467,6 +838,26 @@ ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_late
 -- TABLE ATTACH pgqueue_ready_parked
 ALTER TABLE ONLY public.pgqueue_ready ATTACH PARTITION public.pgqueue_ready_parked FOR VALUES IN ('-2');
 
+-- SEQUENCE pgqueue_batch_id_seq
+ALTER TABLE public.pgqueue_batch ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME public.pgqueue_batch_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- SEQUENCE pgqueue_batch_tally_id_seq
+ALTER TABLE public.pgqueue_batch_tally ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME public.pgqueue_batch_tally_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- SEQUENCE pgqueue_claim_token
 CREATE SEQUENCE public.pgqueue_claim_token
     START WITH 1
@@ -474,6 +865,16 @@ CREATE SEQUENCE public.pgqueue_claim_token
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+
+-- SEQUENCE pgqueue_job_dependency_id_seq
+ALTER TABLE public.pgqueue_job_dependency ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME public.pgqueue_job_dependency_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 -- SEQUENCE pgqueue_job_id_seq
 ALTER TABLE public.pgqueue_job ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
@@ -503,9 +904,21 @@ ALTER TABLE public.pgqueue_schedule ALTER COLUMN id ADD GENERATED BY DEFAULT AS 
     CACHE 1
 );
 
+-- CONSTRAINT pgqueue_batch pgqueue_batch_pkey
+ALTER TABLE ONLY public.pgqueue_batch
+    ADD CONSTRAINT pgqueue_batch_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT pgqueue_batch_tally pgqueue_batch_tally_pkey
+ALTER TABLE ONLY public.pgqueue_batch_tally
+    ADD CONSTRAINT pgqueue_batch_tally_pkey PRIMARY KEY (id);
+
 -- CONSTRAINT pgqueue_job pgqueue_job_pkey
 ALTER TABLE ONLY public.pgqueue_job
     ADD CONSTRAINT pgqueue_job_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT pgqueue_job_dependency pgqueue_job_dependency_pkey
+ALTER TABLE ONLY public.pgqueue_job_dependency
+    ADD CONSTRAINT pgqueue_job_dependency_pkey PRIMARY KEY (id);
 
 -- CONSTRAINT pgqueue_queue pgqueue_queue_pkey
 ALTER TABLE ONLY public.pgqueue_queue
@@ -527,11 +940,26 @@ ALTER TABLE ONLY public.pgqueue_schedule
 ALTER TABLE ONLY public.pgqueue_worker
     ADD CONSTRAINT pgqueue_worker_pkey PRIMARY KEY (worker_id);
 
+-- INDEX pgqueue_batch_finished
+CREATE INDEX pgqueue_batch_finished ON public.pgqueue_batch USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+-- INDEX pgqueue_batch_tally_bucket
+CREATE UNIQUE INDEX pgqueue_batch_tally_bucket ON public.pgqueue_batch_tally USING btree (batch_id, bucket);
+
+-- INDEX pgqueue_dependency_edge
+CREATE UNIQUE INDEX pgqueue_dependency_edge ON public.pgqueue_job_dependency USING btree (child_id, parent_id);
+
+-- INDEX pgqueue_job_batch
+CREATE INDEX pgqueue_job_batch ON public.pgqueue_job USING btree (batch_id, id) WHERE (batch_id IS NOT NULL);
+
 -- INDEX pgqueue_job_claim_queue
 CREATE INDEX pgqueue_job_claim_queue ON public.pgqueue_job USING btree (queue, priority DESC, run_after, id) WHERE ((status)::text = 'pending'::text);
 
 -- INDEX pgqueue_job_dead
 CREATE INDEX pgqueue_job_dead ON public.pgqueue_job USING btree (queue, id) WHERE ((status)::text = 'dead'::text);
+
+-- INDEX pgqueue_job_dependency_parent_id_08c2e066
+CREATE INDEX pgqueue_job_dependency_parent_id_08c2e066 ON public.pgqueue_job_dependency USING btree (parent_id);
 
 -- INDEX pgqueue_job_finished
 CREATE INDEX pgqueue_job_finished ON public.pgqueue_job USING btree (finished_at) WHERE ((status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]));
@@ -546,7 +974,10 @@ CREATE INDEX pgqueue_job_schedule ON public.pgqueue_job USING btree (schedule, i
 CREATE INDEX pgqueue_job_stale ON public.pgqueue_job USING btree (locked_at) WHERE ((status)::text = 'running'::text);
 
 -- INDEX pgqueue_job_unique_active
-CREATE UNIQUE INDEX pgqueue_job_unique_active ON public.pgqueue_job USING btree (queue, unique_key) WHERE (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying])::text[])) AND (unique_key IS NOT NULL));
+CREATE UNIQUE INDEX pgqueue_job_unique_active ON public.pgqueue_job USING btree (queue, unique_key) WHERE (((status)::text = ANY ((ARRAY['pending'::character varying, 'running'::character varying, 'waiting'::character varying])::text[])) AND (unique_key IS NOT NULL));
+
+-- INDEX pgqueue_job_waiting
+CREATE INDEX pgqueue_job_waiting ON public.pgqueue_job USING btree (queue, id) WHERE ((status)::text = 'waiting'::text);
 
 -- INDEX pgqueue_queue_name_95f032e9_like
 CREATE INDEX pgqueue_queue_name_95f032e9_like ON public.pgqueue_queue USING btree (name varchar_pattern_ops);
@@ -1052,6 +1483,21 @@ ALTER INDEX public.pgqueue_ready_claim_queue ATTACH PARTITION public.pgqueue_rea
 -- INDEX ATTACH pgqueue_ready_parked_queue_priority_run_after_job_id_idx1
 ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_ready_parked_queue_priority_run_after_job_id_idx1;
 
+-- TRIGGER pgqueue_batch pgqueue_batch_delete
+CREATE TRIGGER pgqueue_batch_delete AFTER DELETE ON public.pgqueue_batch REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_batch_delete();
+
+-- TRIGGER pgqueue_job pgqueue_job_batch_member
+CREATE TRIGGER pgqueue_job_batch_member AFTER UPDATE OF status ON public.pgqueue_job FOR EACH ROW WHEN (((new.batch_id IS NOT NULL) AND ((old.status)::text IS DISTINCT FROM (new.status)::text) AND (((new.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[])) OR ((old.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))))) EXECUTE FUNCTION public.pgqueue_batch_member();
+
+-- TRIGGER pgqueue_job pgqueue_job_flow_delete
+CREATE TRIGGER pgqueue_job_flow_delete AFTER DELETE ON public.pgqueue_job FOR EACH ROW WHEN ((old.dependents OR (old.parents_left IS NOT NULL) OR (old.batch_id IS NOT NULL))) EXECUTE FUNCTION public.pgqueue_flow_delete();
+
+-- TRIGGER pgqueue_job pgqueue_job_flow_hold
+CREATE TRIGGER pgqueue_job_flow_hold BEFORE UPDATE OF status ON public.pgqueue_job FOR EACH ROW WHEN ((((new.status)::text = 'pending'::text) AND ((old.status)::text <> 'pending'::text) AND (new.parents_left > 0))) EXECUTE FUNCTION public.pgqueue_flow_hold();
+
+-- TRIGGER pgqueue_job pgqueue_job_flow_parent
+CREATE TRIGGER pgqueue_job_flow_parent AFTER UPDATE OF status ON public.pgqueue_job FOR EACH ROW WHEN ((new.dependents AND ((old.status)::text IS DISTINCT FROM (new.status)::text) AND (((new.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[])) OR ((old.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))))) EXECUTE FUNCTION public.pgqueue_flow_parent();
+
 -- TRIGGER pgqueue_job pgqueue_job_notify_insert
 CREATE TRIGGER pgqueue_job_notify_insert AFTER INSERT ON public.pgqueue_job REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_insert();
 
@@ -1072,6 +1518,9 @@ CREATE TRIGGER pgqueue_job_ready_truncate AFTER TRUNCATE ON public.pgqueue_job F
 
 -- TRIGGER pgqueue_job pgqueue_job_ready_update
 CREATE TRIGGER pgqueue_job_ready_update AFTER UPDATE OF status, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async ON public.pgqueue_job FOR EACH ROW WHEN (((((old.status)::text = 'pending'::text) OR ((new.status)::text = 'pending'::text)) AND ((new.status)::text <> 'running'::text) AND (((old.status)::text IS DISTINCT FROM (new.status)::text) OR ((old.queue)::text IS DISTINCT FROM (new.queue)::text) OR (old.priority IS DISTINCT FROM new.priority) OR (old.run_after IS DISTINCT FROM new.run_after) OR ((old.concurrency_key)::text IS DISTINCT FROM (new.concurrency_key)::text) OR ((old.rate_key)::text IS DISTINCT FROM (new.rate_key)::text) OR (old.concurrency_limit IS DISTINCT FROM new.concurrency_limit) OR (old.is_async IS DISTINCT FROM new.is_async)))) EXECUTE FUNCTION public.pgqueue_ready_update();
+
+-- TRIGGER pgqueue_job_dependency pgqueue_dependency_commit
+CREATE CONSTRAINT TRIGGER pgqueue_dependency_commit AFTER INSERT ON public.pgqueue_job_dependency DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.pgqueue_flow_edge();
 
 -- TRIGGER pgqueue_schedule pgqueue_schedule_notify
 CREATE TRIGGER pgqueue_schedule_notify AFTER INSERT OR DELETE OR UPDATE ON public.pgqueue_schedule FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_notify_schedules();

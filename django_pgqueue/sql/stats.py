@@ -13,6 +13,7 @@ _PENDING = sql_list([JobStatus.PENDING])
 _RUNNING = sql_list([JobStatus.RUNNING])
 _COMPLETED = sql_list([JobStatus.COMPLETED])
 _DEAD = sql_list([JobStatus.DEAD])
+_WAITING = sql_list([JobStatus.WAITING])
 
 TABLE_BYTES = "SELECT pg_relation_size(%s::regclass)"
 #: These statements are cheap by design; compiling them would cost more than running them.
@@ -28,6 +29,7 @@ SELECT queue,
     count(*) FILTER (WHERE status = {_RUNNING}),
     count(*) FILTER (WHERE status = {_COMPLETED}),
     count(*) FILTER (WHERE status = {_DEAD}),
+    count(*) FILTER (WHERE status = {_WAITING}),
     min(run_after) FILTER (WHERE status = {_PENDING} AND run_after <= statement_timestamp())
 FROM {TABLE}
 GROUP BY queue
@@ -40,6 +42,7 @@ SCHEDULED = f"status = {_PENDING} AND queue = {{q}} AND run_after > statement_ti
 RUNNING = f"status = {_RUNNING} AND queue = {{q}}"
 DEAD = f"status = {_DEAD} AND queue = {{q}}"
 COMPLETED = f"status = {_COMPLETED} AND queue = {{q}}"
+WAITING = f"status = {_WAITING} AND queue = {{q}}"
 
 
 def select_where(where: str) -> str:
@@ -68,6 +71,7 @@ SELECT q.name,
     {_CAPPED.format(table=TABLE, where=SCHEDULED.format(q="q.name"))},
     {_CAPPED.format(table=TABLE, where=RUNNING.format(q="q.name"))},
     {_CAPPED.format(table=TABLE, where=DEAD.format(q="q.name"))},
+    {_CAPPED.format(table=TABLE, where=WAITING.format(q="q.name"))},
     {_OLDEST_RUNNABLE}
 FROM unnest(%(queues)s::text[]) AS q(name)
 """

@@ -15,3 +15,8 @@ WHERE status = {PENDING} AND run_after > now() {{queue_filter}}
 
 MAKE_DUE_ALL_QUEUES = _MAKE_DUE.format(queue_filter="")
 MAKE_DUE_NAMED_QUEUES = _MAKE_DUE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")
+
+#: Inside a test's transaction, which never commits: the edges of workflows (``sql.flow``) are
+#: settled now rather than at a commit that never comes, and from now on as they are inserted.
+#: Their lock on each parent lasts until the test's transaction ends: nothing else needs it.
+SETTLE_EDGES = "SET CONSTRAINTS pgqueue_dependency_commit IMMEDIATE"

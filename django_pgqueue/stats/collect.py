@@ -124,8 +124,10 @@ def _known_queues(workers: Iterable[WorkerInfo]) -> set[str]:
 
 def _exact_stats(db: Database, now: datetime, known: set[str]) -> list[QueueStats]:
     found = {}
-    for queue, runnable, scheduled, running, completed, dead, oldest in queries.exact_counts(db):
+    for row in queries.exact_counts(db):
+        queue, runnable, scheduled, running, completed, dead, waiting, oldest = row
         stats = QueueStats.empty(queue)
+        stats.waiting = Count(waiting)
         stats.runnable = Count(runnable)
         stats.scheduled = Count(scheduled)
         stats.running = Count(running)
@@ -144,6 +146,7 @@ _CAPPED_WHERE = {
     "scheduled": sql.SCHEDULED,
     JobStatus.RUNNING.value: sql.RUNNING,
     JobStatus.DEAD.value: sql.DEAD,
+    JobStatus.WAITING.value: sql.WAITING,
 }
 
 

@@ -23,6 +23,7 @@ STATUSES = {
     "scheduled": "scheduled",
     JobStatus.RUNNING.value: JobStatus.RUNNING.value,
     JobStatus.DEAD.value: JobStatus.DEAD.value,
+    JobStatus.WAITING.value: JobStatus.WAITING.value,
 }
 
 

@@ -34,6 +34,8 @@ class QueueStats:
     #: Live workers serving this queue, and their threads.
     workers: int = 0
     threads: int = 0
+    #: Jobs waiting for the jobs they were enqueued after (docs/workflows.md).
+    waiting: Count = field(default_factory=lambda: Count(0))
 
     @classmethod
     def empty(cls, queue: str) -> QueueStats:
@@ -51,6 +53,7 @@ class QueueStats:
             JobStatus.RUNNING.value: self.running,
             JobStatus.COMPLETED.value: self.completed,
             JobStatus.DEAD.value: self.dead,
+            JobStatus.WAITING.value: self.waiting,
             "completed_last_minute": self.completed_last_minute,
             "completed_last_hour": self.completed_last_hour,
             "failed_last_hour": self.failed_last_hour,

@@ -16,7 +16,7 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultD
 from django.tasks.signals import task_enqueued
 from django.utils.json import normalize_json
 
-from django_pgqueue import operations, registry
+from django_pgqueue import operations, registry, workflows
 from django_pgqueue.arguments import serialize_arguments
 from django_pgqueue.conf import settings
 from django_pgqueue.rules import JOB_OPTIONS
@@ -123,7 +123,11 @@ class PgQueueBackend(BaseTaskBackend):
         register(ours)
         args_json, kwargs_json = _serialize(ours, args, kwargs)
         job = operations.insert(
-            operations.DjangoDatabase(settings.DATABASE), task_spec(ours), args_json, kwargs_json
+            operations.DjangoDatabase(settings.DATABASE),
+            task_spec(ours),
+            args_json,
+            kwargs_json,
+            batch=workflows.joining(),  # inside a ``batch()`` block: a member (docs/workflows.md)
         )
         result = result_from_job(job, task, self.alias)
         send(task_enqueued, type(self), result)

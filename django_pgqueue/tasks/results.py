@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 #: Our status -> Django's.
 STATUS_MAP: dict[str, TaskResultStatus] = {
     JobStatus.PENDING: TaskResultStatus.READY,
+    # Django has no word for a task waiting for others (workflows are not in its API).
+    JobStatus.WAITING: TaskResultStatus.READY,
     JobStatus.RUNNING: TaskResultStatus.RUNNING,
     JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
     JobStatus.DEAD: TaskResultStatus.FAILED,

@@ -116,6 +116,8 @@ def run_jobs(
     db = operations.DjangoDatabase(settings.DATABASE)
     ran = JobsRun()
     while True:
+        if connections[db.alias].in_atomic_block:  # a test's transaction: it never commits
+            operations.settle_edges(db)
         operations.make_due(db, queues, wall_clock=timezone.now(), scheduled=scheduled)
         request = operations.ClaimRequest(
             worker_id=worker_id,

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
-from django_pgqueue import job
+from django_pgqueue import current_job, job
 from shop.models import Order, SearchIndex, Store, StoreReport, SupplierSync, WebhookEndpoint
 
 if TYPE_CHECKING:
@@ -75,6 +75,19 @@ def send_newsletter(email: str, issue: str) -> None:
     )
 
 
+@job(queue="emails")
+def report_newsletter(issue: str) -> str:
+    """The newsletter batch's ``on_complete`` (seed_demo, docs/workflows.md): runs once, when
+    every email of the issue has been sent or given up on, and says how many were sent."""
+    batch = current_job().batch
+    counts = batch.counts() if batch is not None else {}
+    sent = counts.get("completed", 0)
+    failed = counts.get("dead", 0) + counts.get("cancelled", 0)
+    report = f"Newsletter {issue!r}: {sent} sent, {failed} failed"
+    logger.info(report)
+    return report
+
+
 # ----- a flaky dependency: retried with exponential backoff until it answers ----------------------
 
 
@@ -95,6 +108,14 @@ def sync_inventory(sku: str, fail_times: int = 2) -> int:
     stock = int(hashlib.sha256(sku.encode()).hexdigest(), 16) % 500
     SupplierSync.objects.filter(pk=sync.pk).update(stock=stock, synced_at=timezone.now())
     return stock
+
+
+@job
+def reorder_if_low(sku: str, threshold: int = 50) -> bool:
+    """Enqueued after ``sync_inventory`` (``chain``, ``after=``): reads the stock it returned
+    from ``current_job().parent_results`` and says whether to reorder."""
+    stock = sum(current_job().parent_results.values())
+    return stock < threshold
 
 
 # ----- a job that always fails: it ends dead, and the admin can retry it --------------------------

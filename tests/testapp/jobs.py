@@ -469,5 +469,44 @@ def traced(fail: bool = False) -> str | None:
     return trace.get_current_span().get_span_context().trace_id.to_bytes(16).hex()
 
 
+@job
+def collect_parents(path: str, tag: str) -> str:
+    """Appends its tag and the results of the jobs it waited for (workflows)."""
+    import json
+
+    results = current_job().parent_results
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"tag": tag, "parents": {str(k): v for k, v in results.items()}}))
+        fh.write("\n")
+    return tag
+
+
+@job
+def batch_report(path: str, callback: str) -> None:
+    """A batch callback: appends which one ran, its batch and the batch's counts."""
+    import json
+
+    batch = current_job().batch
+    assert batch is not None
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"callback": callback, "batch": batch.id, "counts": batch.counts()}))
+        fh.write("\n")
+
+
+@job(max_attempts=1)
+def fails_once_dead(message: str = "boom") -> None:
+    raise RuntimeError(message)
+
+
+@job
+def stalls_first_time(marker: str, seconds: float = 120.0) -> str:
+    """Its first attempt writes ``marker`` and sleeps (to be killed under); later ones return."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text(str(os.getpid()))
+        time.sleep(seconds)
+    return "done"
+
+
 # The async def jobs, registered when this module is discovered.
 from tests.testapp import async_jobs  # noqa: E402, F401

@@ -44,7 +44,8 @@ class Command(BaseCommand):
             )
             return
         repaired = operations.repair(db)
+        operations.repair_workflows(db)
         self.stdout.write(
             f"Repaired: {len(repaired.rederived)} jobs given their ready row again, "
-            f"{len(repaired.orphans_dropped)} jobs' stray rows deleted."
+            f"{len(repaired.orphans_dropped)} jobs' stray rows deleted; workflows counted again."
         )

@@ -6,7 +6,7 @@
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, is_async)
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
         %s::boolean)
-ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
 RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 
@@ -14,7 +14,7 @@ RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, is_async, concurrency_limit, rate_key)
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
         %s::boolean, %s, %s)
-ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
 RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true)
 

@@ -47,6 +47,46 @@ SELECT 'unvalidated' AS kind, count(*) AS n,
     WHERE c.conrelid IN ('pgqueue_job'::regclass, 'pgqueue_ready'::regclass, 'pgqueue_rate_window'::regclass)
       AND c.contype = 'c' AND NOT c.convalidated) v
 UNION ALL
+SELECT 'miscounted_parents' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT j.id FROM pgqueue_job j
+    WHERE j.parents_left IS NOT NULL AND j.parents_left <> (
+        SELECT count(*) FROM pgqueue_job_dependency d WHERE d.child_id = j.id AND NOT d.satisfied)
+    UNION SELECT d.child_id FROM pgqueue_job_dependency d JOIN pgqueue_job p ON p.id = d.parent_id
+    WHERE d.satisfied <> (p.status = 'completed')
+    UNION SELECT d.child_id FROM pgqueue_job_dependency d
+    WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job c WHERE c.id = d.child_id)) v
+UNION ALL
+SELECT 'stuck_waiting' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT j.id FROM pgqueue_job j
+    WHERE j.status = 'waiting' AND (coalesce(j.parents_left, 0) <= 0 OR EXISTS (
+        SELECT 1 FROM pgqueue_job_dependency d LEFT JOIN pgqueue_job p ON p.id = d.parent_id
+        WHERE d.child_id = j.id AND NOT d.satisfied
+          AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))))) v
+UNION ALL
+SELECT 'unmarked_parents' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT DISTINCT d.parent_id AS id FROM pgqueue_job_dependency d
+    JOIN pgqueue_job p ON p.id = d.parent_id WHERE NOT p.dependents) v
+UNION ALL
+SELECT 'miscounted_batches' AS kind, count(*) AS n,
+        (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
+    FROM (SELECT 'batch #' || b.id AS id FROM pgqueue_batch b
+    WHERE b.sealed_at IS NOT NULL AND (
+        b.buckets_left <> (SELECT count(*) FROM pgqueue_batch_tally t
+                           WHERE t.batch_id = b.id AND t.unfinished > 0)
+        OR (b.finished_at IS NULL) <> (b.buckets_left > 0)
+        OR EXISTS (
+            SELECT 1 FROM (
+                SELECT j.id / 128 AS bucket, count(*) AS n FROM pgqueue_job j
+                WHERE j.batch_id = b.id AND j.status IN ('pending', 'running', 'waiting')
+                GROUP BY 1) m
+            FULL JOIN (SELECT t.bucket, t.unfinished AS n FROM pgqueue_batch_tally t
+                       WHERE t.batch_id = b.id AND t.unfinished <> 0) t
+            ON t.bucket = m.bucket
+            WHERE m.n IS DISTINCT FROM t.n))) v
+UNION ALL
 SELECT 'deaf_listeners' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT w.worker_id AS id FROM pgqueue_worker w
@@ -73,7 +113,7 @@ SELECT setval('pgqueue_repair_position', (SELECT coalesce(min(id), 0) / 2500 FRO
 SELECT min(id), max(id) FROM pgqueue_job
 
 -- name: STORAGE_READY
-SELECT to_regclass('pgqueue_ready_job') IS NOT NULL
+SELECT to_regclass('pgqueue_job_dependency') IS NOT NULL
 
 -- name: CHECK_RANGE
 WITH pending AS MATERIALIZED (
@@ -132,3 +172,65 @@ WITH gone AS (
 INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
 SELECT pgqueue_ready_slot(j.id, j.run_after), j.id, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async
 FROM pgqueue_job j WHERE j.id = ANY(%(ids)s)
+
+-- name: REPAIR_WORKFLOWS[0]
+LOCK TABLE pgqueue_job_dependency, pgqueue_batch_tally IN SHARE ROW EXCLUSIVE MODE
+
+-- name: REPAIR_WORKFLOWS[1]
+DELETE FROM pgqueue_job_dependency d
+    WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job c WHERE c.id = d.child_id)
+
+-- name: REPAIR_WORKFLOWS[2]
+UPDATE pgqueue_job_dependency d SET satisfied = (p.status = 'completed')
+    FROM pgqueue_job p WHERE p.id = d.parent_id AND d.satisfied <> (p.status = 'completed')
+
+-- name: REPAIR_WORKFLOWS[3]
+UPDATE pgqueue_job j SET parents_left = x.n
+    FROM (SELECT child_id, count(*) FILTER (WHERE NOT satisfied) AS n FROM pgqueue_job_dependency
+          GROUP BY child_id) x
+    WHERE j.id = x.child_id AND j.parents_left IS DISTINCT FROM x.n
+
+-- name: REPAIR_WORKFLOWS[4]
+UPDATE pgqueue_job j SET dependents = true
+    WHERE j.id IN (SELECT parent_id FROM pgqueue_job_dependency) AND NOT j.dependents
+
+-- name: REPAIR_WORKFLOWS[5]
+SELECT pgqueue_flow_cancel(d.parent_id, coalesce('ended ' || p.status, 'was deleted'),
+                               d.child_id)
+    FROM pgqueue_job_dependency d JOIN pgqueue_job c ON c.id = d.child_id AND c.status = 'waiting'
+    LEFT JOIN pgqueue_job p ON p.id = d.parent_id
+    WHERE NOT d.satisfied AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))
+
+-- name: REPAIR_WORKFLOWS[6]
+UPDATE pgqueue_job j SET status = 'pending'
+    WHERE j.status = 'waiting' AND coalesce(j.parents_left, 0) <= 0
+
+-- name: REPAIR_WORKFLOWS[7]
+DELETE FROM pgqueue_batch_tally
+
+-- name: REPAIR_WORKFLOWS[8]
+WITH counted AS (
+        SELECT j.batch_id, j.id / 128 AS bucket,
+               count(*) FILTER (WHERE j.status IN ('pending', 'running', 'waiting')) AS unfinished,
+               count(*) FILTER (WHERE j.status IN ('dead', 'cancelled')) AS failed
+        FROM pgqueue_job j JOIN pgqueue_batch b ON b.id = j.batch_id AND b.sealed_at IS NOT NULL
+        GROUP BY 1, 2
+    )
+    INSERT INTO pgqueue_batch_tally (batch_id, bucket, unfinished, failed)
+    SELECT batch_id, bucket, unfinished, failed FROM counted
+
+-- name: REPAIR_WORKFLOWS[9]
+UPDATE pgqueue_batch b SET
+        buckets_left = (SELECT count(*) FROM pgqueue_batch_tally t
+                        WHERE t.batch_id = b.id AND t.unfinished > 0),
+        failed_buckets = (SELECT count(*) FROM pgqueue_batch_tally t
+                          WHERE t.batch_id = b.id AND t.unfinished = 0 AND t.failed > 0)
+    WHERE b.sealed_at IS NOT NULL
+
+-- name: REPAIR_WORKFLOWS[10]
+UPDATE pgqueue_batch SET finished_at = NULL
+    WHERE sealed_at IS NOT NULL AND finished_at IS NOT NULL AND buckets_left > 0
+
+-- name: REPAIR_WORKFLOWS[11]
+SELECT pgqueue_batch_finish(id) FROM pgqueue_batch
+    WHERE sealed_at IS NOT NULL AND finished_at IS NULL AND buckets_left = 0

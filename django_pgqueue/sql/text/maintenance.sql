@@ -4,17 +4,32 @@
 
 -- name: PRUNE
 DELETE FROM pgqueue_job WHERE id IN (
-    SELECT id FROM pgqueue_job
-    WHERE status IN ('completed', 'cancelled') AND finished_at < now() - make_interval(secs => %s)
+    SELECT j.id FROM pgqueue_job j
+    WHERE j.status IN ('completed', 'cancelled')
+      AND j.finished_at < now() - make_interval(secs => %s)
+      AND NOT (j.dependents AND EXISTS (
+    SELECT 1 FROM pgqueue_job_dependency d JOIN pgqueue_job c ON c.id = d.child_id
+    WHERE d.parent_id = j.id AND c.status NOT IN ('completed', 'dead', 'cancelled')))
     LIMIT %s
 )
 
 -- name: PRUNE_DEAD
 DELETE FROM pgqueue_job WHERE id IN (
-    SELECT id FROM pgqueue_job
-    WHERE status IN ('dead') AND finished_at < now() - make_interval(secs => %s)
+    SELECT j.id FROM pgqueue_job j
+    WHERE j.status IN ('dead')
+      AND j.finished_at < now() - make_interval(secs => %s)
+      AND NOT (j.dependents AND EXISTS (
+    SELECT 1 FROM pgqueue_job_dependency d JOIN pgqueue_job c ON c.id = d.child_id
+    WHERE d.parent_id = j.id AND c.status NOT IN ('completed', 'dead', 'cancelled')))
     LIMIT %s
 )
+
+-- name: PRUNE_BATCHES
+DELETE FROM pgqueue_batch WHERE id IN (
+    SELECT b.id FROM pgqueue_batch b
+    WHERE b.finished_at < now() - make_interval(secs => %s)
+      AND NOT EXISTS (SELECT 1 FROM pgqueue_job j WHERE j.batch_id = b.id)
+    LIMIT %s)
 
 -- name: UPSERT_WORKER
 WITH before AS (SELECT hostname, pid FROM pgqueue_worker WHERE worker_id = %(id)s),

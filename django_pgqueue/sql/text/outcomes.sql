@@ -49,9 +49,22 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = '
 RETURNING j.id
 
 -- name: DELETE_FINISHED
-DELETE FROM pgqueue_job j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+WITH locked AS MATERIALIZED (
+    SELECT j.id, (j.dependents OR j.batch_id IS NOT NULL) AS kept FROM pgqueue_job j
+    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
     AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint AND true
-RETURNING j.id
+    FOR UPDATE
+), kept AS (
+    UPDATE pgqueue_job j SET
+        status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'completed' END,
+        finished_at = now(), locked_at = NULL, result = %(results)s::jsonb -> j.id::text
+    FROM locked l WHERE j.id = l.id AND l.kept
+    RETURNING j.id
+), gone AS (
+    DELETE FROM pgqueue_job j USING locked l WHERE j.id = l.id AND NOT l.kept
+    RETURNING j.id
+)
+SELECT id FROM kept UNION ALL SELECT id FROM gone
 
 -- name: FINISH_ASYNC
 WITH d AS MATERIALIZED (
@@ -94,9 +107,22 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = '
 RETURNING j.id
 
 -- name: DELETE_FINISHED_ASYNC
-DELETE FROM pgqueue_job j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
+WITH locked AS MATERIALIZED (
+    SELECT j.id, (j.dependents OR j.batch_id IS NOT NULL) AS kept FROM pgqueue_job j
+    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status || '' = 'running' AND j.locked_by = %(worker)s::text
     AND j.claim_token IS NOT DISTINCT FROM (%(tokens)s::jsonb ->> j.id::text)::bigint AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-RETURNING j.id
+    FOR UPDATE
+), kept AS (
+    UPDATE pgqueue_job j SET
+        status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'completed' END,
+        finished_at = now(), locked_at = NULL, result = %(results)s::jsonb -> j.id::text
+    FROM locked l WHERE j.id = l.id AND l.kept
+    RETURNING j.id
+), gone AS (
+    DELETE FROM pgqueue_job j USING locked l WHERE j.id = l.id AND NOT l.kept
+    RETURNING j.id
+)
+SELECT id FROM kept UNION ALL SELECT id FROM gone
 
 -- name: MAKE_DURABLE
 SELECT pg_logical_emit_message(true, 'django_pgqueue', '')

@@ -21,7 +21,7 @@ SELECT coalesce(s.queue, %s), s.job, s.args, s.kwargs, coalesce(s.priority, %s),
 FROM pgqueue_schedule s CROSS JOIN unnest(%s::timestamptz[]) AS t(tick)
 WHERE s.id = %s
 ORDER BY t.tick
-ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
 RETURNING id
 

@@ -21,6 +21,7 @@ SELECT queue,
     count(*) FILTER (WHERE status = 'running'),
     count(*) FILTER (WHERE status = 'completed'),
     count(*) FILTER (WHERE status = 'dead'),
+    count(*) FILTER (WHERE status = 'waiting'),
     min(run_after) FILTER (WHERE status = 'pending' AND run_after <= statement_timestamp())
 FROM pgqueue_job
 GROUP BY queue
@@ -31,6 +32,7 @@ SELECT q.name,
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'pending' AND queue = q.name AND run_after > statement_timestamp() LIMIT %(cap)s) s),
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'running' AND queue = q.name LIMIT %(cap)s) s),
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'dead' AND queue = q.name LIMIT %(cap)s) s),
+    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'waiting' AND queue = q.name LIMIT %(cap)s) s),
     (
     SELECT min(m.run_after) FROM generate_series(-100, 100) AS p(priority)
     CROSS JOIN LATERAL (

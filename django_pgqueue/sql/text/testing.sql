@@ -11,3 +11,6 @@ WHERE status = 'pending' AND run_after > now()
 UPDATE pgqueue_job SET run_after = now()
 WHERE status = 'pending' AND run_after > now() AND queue = ANY(%(queues)s::text[])
   AND (%(scheduled)s OR attempts > 0 OR run_after <= %(wall_clock)s)
+
+-- name: SETTLE_EDGES
+SET CONSTRAINTS pgqueue_dependency_commit IMMEDIATE

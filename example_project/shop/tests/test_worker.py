@@ -51,6 +51,12 @@ def test_demo_batch_runs_to_the_expected_end(run_worker):
     assert SearchIndex.objects.get().rebuilds == 1
     assert jobs.exclude(status__in=["completed", "dead"]).count() == 40  # the reviews
     assert jobs.filter(name="shop.jobs.send_newsletter", status="completed").count() == 50
+    # The newsletter's batch reported once, when its last email was sent.
+    report = jobs.get(name="shop.jobs.report_newsletter")
+    assert (report.status, report.result) == (
+        "completed",
+        "Newsletter 'Autumn best sellers': 50 sent, 0 failed",
+    )
 
     # Fix the endpoint, retry the dead deliveries (the admin's action does this), run again.
     WebhookEndpoint.objects.filter(store__slug="coffee-corner").update(

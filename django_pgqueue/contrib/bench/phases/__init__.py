@@ -16,6 +16,9 @@ phase is a module here and one line below.
   one limited to ``100000/d`` whose window holds 50,000 recent starts, each with a backlog of
   up to 30,000 jobs -> ``limited_claim_ms_p50_10_per_s``, ``limited_claim_ms_p50_100000_per_d``
   and ``limited_claim_window_ratio`` (large over small).
+* ``workflows``: ``jobs`` no-op jobs drained plain, then as one batch's members ->
+  ``workflow_batch_drain_ratio``; a chain of up to 1,000 steps on an idle worker, from a
+  step's end to the next one's start -> ``workflow_chain_pickup_ms_p50/p99``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django_pgqueue.contrib.bench.phases import drain, enqueue, history, limits, pickup
+from django_pgqueue.contrib.bench.phases import drain, enqueue, history, limits, pickup, workflows
 
 if TYPE_CHECKING:
     from django_pgqueue.contrib.bench.context import BenchContext
@@ -47,5 +50,8 @@ PHASES: dict[str, Phase] = {
         Phase("pickup", pickup.pickup),
         Phase("history", history.history),
         Phase("limits", limits.limits),
+        Phase("workflows", workflows.workflows),
     )
 }
+#: What runs without ``--phases``: all but ``workflows`` (``--phases workflows`` runs it).
+DEFAULT_PHASES: tuple[str, ...] = tuple(name for name in PHASES if name != "workflows")

@@ -13,12 +13,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from django_pgqueue.models import Job
+from django_pgqueue import batch
+from django_pgqueue.models import Batch, Job
 from django_pgqueue.testing import capture_jobs
 from shop.jobs import (
     deliver_webhook,
     enqueue_report_rebuild,
     rebuild_search_index,
+    report_newsletter,
     send_newsletter,
     send_order_confirmation,
     send_review_request,
@@ -44,6 +46,9 @@ def reset_demo() -> tuple[int, int]:
     and supplier rows are kept and set right by the seeding itself.
     """
     with transaction.atomic():
+        # The batches first: their members deleted unfinished would end them, and enqueue
+        # their callbacks.
+        Batch.objects.all().delete()
         jobs = Job.objects.all().delete()[1].get(Job._meta.label, 0)
         orders = Order.objects.all().delete()[1].get(Order._meta.label, 0)
     return jobs, orders
@@ -89,11 +94,13 @@ class Command(BaseCommand):
         counts["review requests (run_after: in 3 days)"] = len(jobs.filter(send_review_request))
         counts["webhook deliveries (Coffee Corner's fail)"] = len(jobs.filter(deliver_webhook))
 
-        # 2. A bulk enqueue: one INSERT for the whole newsletter.
+        # 2. A bulk enqueue in a batch: one COPY for the whole newsletter, and once every email
+        #    has been sent (or given up on), one report of how many were sent.
         issue = "Autumn best sellers"
         readers = [f"reader{i}@example.com" for i in range(options["newsletter"])]
-        ids = send_newsletter.enqueue_many([{"email": r, "issue": issue} for r in readers])
-        counts["newsletter emails (enqueue_many)"] = len(ids)
+        with batch(on_complete=report_newsletter.s(issue), description=f"newsletter: {issue}"):
+            ids = send_newsletter.enqueue_many([{"email": r, "issue": issue} for r in readers])
+        counts["newsletter emails (enqueue_many, in a batch)"] = len(ids)
 
         # 3. Flaky jobs: the supplier API times out twice per SKU, then answers.
         SupplierSync.objects.filter(sku__in=SKUS).update(calls=0)
