@@ -233,3 +233,18 @@ def test_a_slow_claim_is_made_before_what_is_queued_runs_out():
     # The same 75 ms of work would run out before two such claims: claim now.
     assert capacity.claim_size(in_flight=750, buffered=0) == 251
     assert capacity.claim_size(in_flight=900, buffered=0) == 0  # but not less than a quarter
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_event_loop_thread_starts_with_the_first_async_job_only():
+    worker = Worker(listen=False, worker_id="parts:lazy-loop")
+    worker._start_threads()
+    try:
+        names = {t.name for t in threading.enumerate()}
+        assert "pgqueue-asyncio" not in names and "pgqueue-asyncio-watchdog" not in names
+        worker._async.submit([])  # the first async jobs claimed
+        names = {t.name for t in threading.enumerate()}
+        assert "pgqueue-asyncio" in names and "pgqueue-asyncio-watchdog" in names
+    finally:
+        worker._executors.stop()
+        worker._async.stop()

@@ -131,7 +131,12 @@ class AsyncJobs:
         self._stopped.set()
 
     def submit(self, jobs: Sequence[Job]) -> None:
-        """Start a task for each of ``jobs`` (claimed async jobs) on the loop."""
+        """Start a task for each of ``jobs`` (claimed async jobs) on the loop, started with the
+        first of them: a worker that never gets an async job has no loop thread, no beat every
+        50 ms and no watchdog waking it (idle workers of a sync-only project stay asleep, and
+        their pickups do not share the GIL with them)."""
+        if self._thread is None:
+            self.start()
         loop = self._loop
         assert loop is not None, "start() first"
         for job in jobs:

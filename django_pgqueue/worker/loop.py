@@ -273,8 +273,7 @@ class Worker:
     # ----- threads ---------------------------------------------------------------------------
 
     def _start_threads(self) -> None:
-        self._executors.start()
-        self._async.start()
+        self._executors.start()  # the event loop starts with the first async job
         if self.listen and not self.burst:
             self._listener = Listener(
                 self.alias,
