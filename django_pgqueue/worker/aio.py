@@ -49,7 +49,7 @@ from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.executors import failure_outcome
 from django_pgqueue.worker.journal import Journal
-from django_pgqueue.worker.performer import aperform, cancelled, end_connections, log_outcome
+from django_pgqueue.worker.performer import aperform, cancelled, end_connections, report
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -307,20 +307,8 @@ class AsyncJobs:
             self._running = running
 
     def _report(self, job: Job, outcome: Outcome) -> None:
-        if self._abandoned:
-            return
-        try:
-            log_outcome(job, outcome, self.worker_id)
-            if self.journal is not None:
-                self.journal.ended(outcome)
-        except Exception:
-            logger.exception(
-                "Worker %s: could not log or journal the outcome of job #%d",
-                self.worker_id,
-                job.id,
-                extra=job_fields(job, self.worker_id),
-            )
-        self.events.put(outcome)
+        if not self._abandoned:
+            report(job, outcome, self.worker_id, self.journal, self.events)
 
     def _fail_all(self) -> None:
         """The loop itself died (a bug of ours): every job on it fails, retried as usual."""

@@ -33,7 +33,14 @@ from django_pgqueue.states import Attempt, JobStatus
 from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.handoff import Handoff
 from django_pgqueue.worker.journal import Journal
-from django_pgqueue.worker.performer import cancelled, decide, failed, log_outcome, perform
+from django_pgqueue.worker.performer import (
+    cancelled,
+    decide,
+    failed,
+    log_outcome,
+    perform,
+    report,
+)
 
 if TYPE_CHECKING:
     from django_pgqueue.models import Job
@@ -425,19 +432,7 @@ class Executors:
         connections.close_all()
 
     def _report(self, job: Job, outcome: Outcome) -> None:
-        """Log and journal ``outcome``, and hand it to the loop."""
-        try:
-            log_outcome(job, outcome, self.worker_id)
-            if self.journal is not None:
-                self.journal.ended(outcome)
-        except Exception:
-            logger.exception(
-                "Worker %s: could not log or journal the outcome of job #%d",
-                self.worker_id,
-                job.id,
-                extra=job_fields(job, self.worker_id),
-            )
-        self.events.put(outcome)
+        report(job, outcome, self.worker_id, self.journal, self.events)
 
     def _rescue(self, job: Job | None, outcome: Outcome | None, exc: BaseException) -> None:
         """After an exception in our own code around ``job`` (the job this thread had in hand, or

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
     from django_pgqueue.models import Job
+    from django_pgqueue.worker.events import Events
+    from django_pgqueue.worker.journal import Journal
 
 logger = get_logger("django_pgqueue.worker")
 
@@ -498,6 +500,25 @@ def _timed_out(exc: TimeoutError) -> bool:
     """Whether ``exc`` is ``asyncio.timeout``'s (its cause the task's cancellation), not a
     ``TimeoutError`` the job raised itself within the time (an HTTP client's, say)."""
     return isinstance(exc.__cause__, asyncio.CancelledError)
+
+
+def report(
+    job: Job, outcome: Outcome, worker_id: str, journal: Journal | None, events: Events
+) -> None:
+    """Log and journal ``outcome`` (a failure to is logged, never raised: the outcome still
+    goes on), and hand it to the worker loop: the end of an attempt, sync or async."""
+    try:
+        log_outcome(job, outcome, worker_id)
+        if journal is not None:
+            journal.ended(outcome)
+    except Exception:
+        logger.exception(
+            "Worker %s: could not log or journal the outcome of job #%d",
+            worker_id,
+            job.id,
+            extra=job_fields(job, worker_id),
+        )
+    events.put(outcome)
 
 
 #: The level of an attempt's line; a failure's comes from the settings (:func:`_level`).
