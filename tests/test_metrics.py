@@ -95,6 +95,9 @@ def test_two_processes_serve_one_port_with_the_counts_of_what_ran():
         }
         assert sum(finished.values()) == 23
         assert value(found, "pgqueue_worker_capacity") == 4  # 2 processes x 2 threads
+        # 2 processes x PGQUEUE_ASYNC_CONCURRENCY (1000) event-loop slots, none in use
+        assert value(found, "pgqueue_worker_async_capacity") == 2000
+        assert value(found, "pgqueue_worker_async_busy") == 0
         assert value(found, "pgqueue_claims_total", result="jobs") >= 1
         wait_until(lambda: get(port, "/readyz") == (200, "ok\n"), timeout=30)
         assert value(scrape(port), "pgqueue_worker_ready") == 1

@@ -336,7 +336,7 @@ class Worker:
             if self._pulse is not None:
                 self._pulse(now, self._ready)
             if self._metrics is not None:
-                self._metrics.turn(now, self._executors.running)
+                self._metrics.turn(now, self._executors.running, self._async.running)
             if self._woken:
                 self._woken = False
                 next_claim = now

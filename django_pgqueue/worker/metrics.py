@@ -51,7 +51,7 @@ WRITE_INTERVAL = 1.0
 class WorkerMetrics:
     """The metrics of one worker process, tallied by its loop and written now and then."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, async_slots: int = 0) -> None:
         # The supervisor set PROMETHEUS_MULTIPROC_DIR before forking this process; values
         # must go to files there even if the project imported prometheus_client before it.
         values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
@@ -84,6 +84,23 @@ class WorkerMetrics:
             multiprocess_mode="livesum",
         )
         capacity.set(threads)
+        # async def jobs (docs/async.md) apart: a thousand slots of the event loop beside two
+        # threads would make the threads' busy / capacity meaningless.
+        self._async_busy = Gauge(
+            "pgqueue_worker_async_busy",
+            "async def jobs running now, on the worker processes' event loops.",
+            registry=None,
+            multiprocess_mode="livesum",
+        )
+        async_capacity = Gauge(
+            "pgqueue_worker_async_capacity",
+            "async def jobs the worker processes can run at once (--async-concurrency).",
+            registry=None,
+            multiprocess_mode="livesum",
+        )
+        async_capacity.set(async_slots)
+        self._async_busy.set(0)
+        self._async_now = self._async_written = 0
         claims = Counter(
             "pgqueue_claims",
             "Claim statements, by whether they took jobs.",
@@ -104,10 +121,12 @@ class WorkerMetrics:
 
     # ----- what the loop tells -----------------------------------------------------------------
 
-    def turn(self, now: float, running: int) -> None:
-        """A turn of the loop: ``running`` jobs run now; writes the tallies when due."""
-        if running != self._busy_now:
+    def turn(self, now: float, running: int, async_running: int = 0) -> None:
+        """A turn of the loop: ``running`` jobs run now on its threads and ``async_running`` on
+        its event loop; writes the tallies when due."""
+        if running != self._busy_now or async_running != self._async_now:
             self._busy_now = running
+            self._async_now = async_running
             self._pending(now)
         if self.due is not None and now >= self.due:
             self.write(now)
@@ -160,6 +179,9 @@ class WorkerMetrics:
         if self._busy_now != self._busy_written:
             self._busy.set(self._busy_now)
             self._busy_written = self._busy_now
+        if self._async_now != self._async_written:
+            self._async_busy.set(self._async_now)
+            self._async_written = self._async_now
         self.due = None
         self._next_write = (time.monotonic() if now is None else now) + WRITE_INTERVAL
 

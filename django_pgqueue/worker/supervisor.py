@@ -315,7 +315,10 @@ class Supervisor:
         if self.metrics_dir is not None:
             from django_pgqueue.worker.metrics import WorkerMetrics
 
-            options["metrics"] = WorkerMetrics(self.worker_options.get("threads") or 1)
+            options["metrics"] = WorkerMetrics(
+                self.worker_options.get("threads") or 1,
+                self.worker_options.get("async_concurrency") or settings.ASYNC_CONCURRENCY,
+            )
         return options
 
     def _watch(self) -> None:
