@@ -15,6 +15,7 @@ from tests.utils import start_worker, stop, wait_until, worker_env
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DECLARED = "tests.scheduleapp.jobs.every_two_seconds"
+DECLARED_ASYNC = "tests.scheduleapp.jobs.every_two_seconds_async"
 
 
 def schedule_env(**extra: str):
@@ -48,6 +49,13 @@ def test_three_workers_for_ten_seconds_enqueue_one_job_per_two_second_tick():
     assert all(t.timestamp() % 2 == 0 for t in ticks)
     # Ordinary jobs: the workers ran them.
     assert all(j.status == JobStatus.COMPLETED and j.result == "tick" for j in jobs[:-1])
+    # The async def periodic job's ticks: stored as async, run on the workers' event loops.
+    async_jobs = [j for j in jobs_of(DECLARED_ASYNC) if j.run_after < window_end]
+    assert 4 <= len(async_jobs) <= 6, [j.run_after for j in async_jobs]
+    assert all(j.is_async for j in async_jobs)
+    assert all(
+        j.status == JobStatus.COMPLETED and j.result == "async tick" for j in async_jobs[:-1]
+    )
     # Each tick's job was logged by the one worker that enqueued it.
     fired = [
         log.count("Schedule 'tests.scheduleapp.jobs.every_two_seconds' enqueued") for log in logs

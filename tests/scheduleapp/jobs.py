@@ -12,3 +12,12 @@ from django_pgqueue import job
 @job(every=timedelta(seconds=2), schedule_args=("tick",))
 def every_two_seconds(label: str) -> str:
     return label
+
+
+@job(every=timedelta(seconds=2), schedule_args=("async tick",))
+async def every_two_seconds_async(label: str) -> str:
+    """The same, an ``async def`` job: its ticks are stored as async and run on the loop."""
+    import asyncio
+
+    await asyncio.sleep(0)
+    return label
