@@ -154,7 +154,7 @@ class JobFunction[**P, R]:
 
         args_json, kwargs_json = self.serialize(args, kwargs)
         return await sync_to_async(operations.insert)(
-            self._database(), self.spec, args_json, kwargs_json
+            self._database(), self.spec, args_json, kwargs_json, batch=workflows.joining()
         )
 
     def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:

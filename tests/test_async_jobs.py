@@ -66,6 +66,22 @@ def test_aenqueue_enqueues_from_async_code():
         asyncio.run(async_jobs.async_add.aenqueue(2))
 
 
+def test_aenqueue_inside_a_batch_block_makes_a_member_of_it():
+    from django_pgqueue import batch
+
+    async def enqueue_then_close() -> Job:
+        try:
+            return await async_jobs.async_add.aenqueue(1, 1)
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    with batch(description="async members") as b:
+        job = asyncio.run(enqueue_then_close())
+        plain = jobs.noop.enqueue()
+    assert Job.objects.get(pk=job.pk).batch_id == b.id
+    assert Job.objects.get(pk=plain.pk).batch_id == b.id
+
+
 def test_a_claim_takes_each_kind_within_its_own_room():
     sync_ids = [jobs.noop.enqueue().pk for _ in range(5)]
     async_ids = async_jobs.async_noop.enqueue_many([()] * 5)
