@@ -10,6 +10,7 @@ measured at 10 % of a no-op job's worker CPU). Nothing else in the package calls
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -118,6 +119,16 @@ def _forget(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_forget, dispatch_uid="django_pgqueue.conf")
 
 
+def _keep(name: str, read: Callable[[], Any]) -> Any:
+    """What ``read`` reads of Django's settings now, kept as ``name``'s unless one of ours
+    changed while it was read (another thread's ``override_settings``)."""
+    changes = _changes[0]
+    value = read()
+    if changes == _changes[0]:
+        _read[name] = value
+    return value
+
+
 def now() -> datetime:
     """``django.utils.timezone.now()``, with ``USE_TZ`` kept as our settings are (Django's
     reads it through ``LazySettings`` at every call: the worker asks for the time two or three
@@ -125,10 +136,7 @@ def now() -> datetime:
     try:
         aware = _read["USE_TZ"]
     except KeyError:
-        changes = _changes[0]
-        aware = bool(django_settings.USE_TZ)
-        if changes == _changes[0]:
-            _read["USE_TZ"] = aware
+        aware = _keep("USE_TZ", lambda: bool(django_settings.USE_TZ))
     return datetime.now(UTC) if aware else datetime.now()
 
 
@@ -139,11 +147,7 @@ class Settings:
         try:
             return _read[name]
         except KeyError:
-            changes = _changes[0]
-            value = getattr(django_settings, PREFIX + name, DEFAULTS[name])
-            if changes == _changes[0]:  # not read across a change (another thread's override)
-                _read[name] = value
-            return value
+            return _keep(name, lambda: getattr(django_settings, PREFIX + name, DEFAULTS[name]))
 
     @property
     def DATABASE(self) -> str:
