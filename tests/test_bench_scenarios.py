@@ -161,3 +161,25 @@ def test_a_run_the_server_cuts_off_stops_its_worker_and_deletes_its_rows(tmp_pat
         for worker in workers:
             worker.stop()  # never left behind, even when the assertion fails
     assert not Job.objects.filter(queue__startswith=QUEUE_PREFIX).exists()
+
+
+def test_the_herd_scenario_counts_both_connections_of_each_worker_and_its_pickups():
+    """``--scenario herd`` (docs/scaling.md): 2 idle workers, a trickle of 4 jobs."""
+    out = StringIO()
+    call_command(
+        "pgqueue_bench",
+        "--scenario=herd",
+        "--processes=2",
+        "--pickup-samples=4",
+        "--rate=10",
+        "--json",
+        "--no-progress",
+        stdout=out,
+    )
+    data = json.loads(out.getvalue().splitlines()[-1])
+    figures = data.get("figures", data)
+    assert figures["connections"] == 4  # a worker's and a listener's per process
+    # claims_per_job too where the server loads pg_stat_statements (not the test server)
+    assert figures.get("claims_per_job", 1) >= 1
+    assert figures["pickup_ms_p50"] > 0
+    assert 1 <= figures["workers_that_ran_jobs"] <= 2

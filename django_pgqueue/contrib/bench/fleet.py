@@ -52,6 +52,11 @@ CONNECTIONS = """
 SELECT count(*) FROM pg_stat_activity
 WHERE datname = current_database() AND left(application_name, %s) = %s
 """
+#: The listening connections of the workers whose tags (``sql.rota.listener_name``) are given.
+LISTENERS = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND left(application_name, %s) = ANY(%s::text[])
+"""
 
 
 @dataclass
@@ -111,11 +116,10 @@ def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetRe
         for worker_id in ids
     ]
 
+    tags = [listener_name(i)[:LISTENER_TAG_LENGTH] for i in ids]
+
     def listeners() -> int:
-        return sum(
-            _count(CONNECTIONS, [LISTENER_TAG_LENGTH, listener_name(i)[:LISTENER_TAG_LENGTH]])
-            for i in ids
-        )
+        return _count(LISTENERS, [LISTENER_TAG_LENGTH, tags])
 
     try:
         progress.start(f"starting {options.processes} workers", options.processes)
