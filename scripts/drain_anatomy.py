@@ -149,15 +149,12 @@ def _statements(before: dict[str, tuple[int, float, int]] | None = None) -> dict
         return {}
     if before is None:
         return now
-    return {
-        query: (
-            calls - before.get(query, (0, 0.0, 0))[0],
-            ms - before.get(query, (0, 0.0, 0))[1],
-            rows - before.get(query, (0, 0.0, 0))[2],
-        )
-        for query, (calls, ms, rows) in now.items()
-        if calls > before.get(query, (0, 0.0, 0))[0]
-    }
+    delta = {}
+    for query, (calls, ms, rows) in now.items():
+        calls_before, ms_before, rows_before = before.get(query, (0, 0.0, 0))
+        if calls > calls_before:
+            delta[query] = (calls - calls_before, ms - ms_before, rows - rows_before)
+    return delta
 
 
 def _job_rows(queue: str, mark: int) -> list[tuple[Any, ...]]:
