@@ -17,7 +17,8 @@ WITH d AS MATERIALIZED (
     SELECT (r->>0)::bigint AS id, r->>1 AS status, (to_timestamp((r->>2)::bigint / 1000000) + ((r->>2)::bigint %% 1000000) * interval '1 microsecond') AS run_after,
            (to_timestamp((r->>3)::bigint / 1000000) + ((r->>3)::bigint %% 1000000) * interval '1 microsecond') AS started_at, (to_timestamp((r->>4)::bigint / 1000000) + ((r->>4)::bigint %% 1000000) * interval '1 microsecond') AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
-           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted
+           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted,
+           'running'::text AS running, %(worker)s::text AS worker
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE true
 )
@@ -44,8 +45,8 @@ UPDATE pgqueue_job j SET
     interruptions = CASE WHEN d.interrupted THEN least(j.interruptions, 2147483646) + 1
                     ELSE j.interruptions END
 FROM d
-WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = 'running'
-  AND j.locked_by = %(worker)s AND j.claim_token IS NOT DISTINCT FROM d.claim_token
+WHERE j.id = d.id AND j.status = d.running AND j.locked_by = d.worker
+  AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
 
 -- name: DELETE_FINISHED
@@ -75,7 +76,8 @@ WITH d AS MATERIALIZED (
     SELECT (r->>0)::bigint AS id, r->>1 AS status, (to_timestamp((r->>2)::bigint / 1000000) + ((r->>2)::bigint %% 1000000) * interval '1 microsecond') AS run_after,
            (to_timestamp((r->>3)::bigint / 1000000) + ((r->>3)::bigint %% 1000000) * interval '1 microsecond') AS started_at, (to_timestamp((r->>4)::bigint / 1000000) + ((r->>4)::bigint %% 1000000) * interval '1 microsecond') AS finished_at,
            (r->>5)::jsonb AS result, r->>6 AS error, (r->>7)::jsonb AS error_entry,
-           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted
+           (r->>8)::bigint AS claim_token, coalesce((r->>9)::boolean, false) AS interrupted,
+           'running'::text AS running, %(worker)s::text AS worker
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
 )
@@ -102,8 +104,8 @@ UPDATE pgqueue_job j SET
     interruptions = CASE WHEN d.interrupted THEN least(j.interruptions, 2147483646) + 1
                     ELSE j.interruptions END
 FROM d
-WHERE j.id = ANY(ARRAY(SELECT id FROM d)) AND j.id = d.id AND j.status || '' = 'running'
-  AND j.locked_by = %(worker)s AND j.claim_token IS NOT DISTINCT FROM d.claim_token
+WHERE j.id = d.id AND j.status = d.running AND j.locked_by = d.worker
+  AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
 
 -- name: DELETE_FINISHED_ASYNC

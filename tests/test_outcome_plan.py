@@ -1,0 +1,83 @@
+"""The outcome write's plan (``sql.outcomes.FINISH``) stays linear in the number of outcomes,
+whatever the job table's statistics say. Plans only, never timings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from django_pgqueue.sql import TABLE
+from django_pgqueue.sql import outcomes as sql
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORKER = "plan-worker"
+RUNNING = 300
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from nodes(child)
+
+
+@pytest.fixture
+def stale_statistics() -> Iterator[list[tuple[int, int]]]:
+    """The trap: the job table ANALYZEd holding one pending job (a queue idle between bursts),
+    then a burst: 20,000 pending jobs and ``RUNNING`` claimed by ``WORKER``, their ids and claim
+    tokens returned. The statistics say one row, no ``locked_by``, no ``claim_token``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {TABLE} (queue, name) VALUES ('stray', 'x')")
+        cursor.execute(f"ANALYZE {TABLE}")
+        cursor.execute(
+            f"INSERT INTO {TABLE} (queue, name) SELECT 'burst', 'x' FROM generate_series(1, 20000)"
+        )
+        cursor.execute(
+            f"""INSERT INTO {TABLE} (queue, name, status, locked_by, locked_at, claim_token,
+                                     attempts)
+                SELECT 'burst', 'x', 'running', %s, now(), 1000 + g, 1
+                FROM generate_series(1, %s) g RETURNING id, claim_token""",
+            [WORKER, RUNNING],
+        )
+        claimed = [(int(i), int(t)) for i, t in cursor.fetchall()]
+    yield claimed
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {TABLE} WHERE queue IN ('stray', 'burst')")
+        cursor.execute(f"ANALYZE {TABLE}")
+
+
+@pytest.mark.parametrize("joins", ["any", "nested loop only"])
+def test_the_outcome_write_looks_each_job_up_once(stale_statistics, joins):
+    """``RUNNING`` outcomes, one of them under an old claim token (fenced out), on a table whose
+    statistics say it is nearly empty: in the planner's own choice of plan, and in a nested loop
+    where that is the only join allowed, each job row is found by its outcome (its primary key),
+    never compared with every outcome. Before, the job side was estimated at one row and taken
+    as the outer side of the nested loop: 300 x 299 rows removed by its join filter, which a
+    hash join hid only while its cost came out lower (a knife edge: a drain four times slower
+    when it did not, docs/benchmarks/drain.md)."""
+    claimed = stale_statistics
+    document = [
+        [job_id, "completed", None, 0, 0, None, None, None, token] for job_id, token in claimed
+    ]
+    document[0][8] = claimed[0][1] - 1  # an old claim's outcome: fenced out
+    with transaction.atomic(), connection.cursor() as cursor:
+        if joins == "nested loop only":
+            cursor.execute("SET LOCAL enable_hashjoin = off")
+            cursor.execute("SET LOCAL enable_mergejoin = off")
+        cursor.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.FINISH,
+            {"outcomes": json.dumps(document), "worker": WORKER, "max_interruptions": 3},
+        )
+        [[explained]] = cursor.fetchall()
+        transaction.set_rollback(True)
+    if isinstance(explained, str):
+        explained = json.loads(explained)
+    plan = explained[0]["Plan"]
+    assert plan["Node Type"] == "ModifyTable"
+    assert plan["Actual Rows"] == RUNNING - 1
+    removed = sum(node.get("Rows Removed by Join Filter", 0) for node in nodes(plan))
+    assert removed <= RUNNING, json.dumps(plan, indent=1)
