@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from django_pgqueue import operations
 from django_pgqueue.models import Job, Worker
@@ -117,6 +118,38 @@ def test_a_retry_by_hand_wakes_the_workers_once_it_commits() -> None:
             operations.retry(Job.objects.filter(pk=job.pk))
             assert heard(conn) == []
         assert [(w.queue, w.jobs) for w in heard(conn)] == [("default", 1)]
+
+
+def wake_ups_sent(enqueue: Any) -> int:
+    """How many wake-up statements (``sql.enqueue.WAKE``) ``enqueue()`` sent on this thread's
+    connection."""
+    with CaptureQueriesContext(connection) as queries:
+        enqueue()
+    return sum("pgqueue_wake(" in query["sql"] for query in queries.captured_queries)
+
+
+def test_no_wake_up_is_sent_when_no_worker_listens_for_the_queue() -> None:
+    """No listening worker serves the queue (none runs, or they poll): the inserting statement
+    says so, and ``enqueue()`` sends no wake-up after its commit (single, a few, COPY, in a
+    transaction or not); for a queue a worker listens for, one per transaction."""
+    register("emails-worker", queues=["emails"])
+    operations.mark_listening(operations.DjangoDatabase("default"), "emails-worker")
+    polling = [
+        lambda: jobs.noop.enqueue(),
+        lambda: jobs.noop.enqueue_many([()] * 3),
+        lambda: jobs.noop.enqueue_many([()] * 150),  # COPY
+        lambda: jobs.noop.using(concurrency_key="k", concurrency_limit=2).enqueue(),
+    ]
+    with listening(listener_name("emails-worker"), channels=(channel("emails-worker"),)) as conn:
+        for enqueue in polling:
+            assert wake_ups_sent(enqueue) == 0
+            assert wake_ups_sent(lambda e=enqueue: transaction.atomic()(e)()) == 0
+        assert heard(conn) == []
+        emails = jobs.noop.using(queue="emails")
+        assert wake_ups_sent(emails.enqueue) == 1
+        assert wake_ups_sent(lambda: emails.enqueue_many([()] * 150)) == 1
+        assert [(w.queue, w.jobs) for w in heard(conn)] == [("emails", 1), ("emails", 150)]
+    assert Job.objects.filter(queue="default").count() == 2 * (1 + 3 + 150 + 1)
 
 
 @override_settings(PGQUEUE_NOTIFY="in_transaction")

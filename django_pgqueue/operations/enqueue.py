@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import connections
 
@@ -96,7 +96,7 @@ def _insert(
     elif spec.limited:
         row = (*row, spec.resolved_concurrency_limit, spec.resolved_rate_key)
         statement = sql.INSERT_ONE_LIMITED
-    row = (*row, notify_mode())
+    row = (*row, notify_mode(), queue)
     with db.cursor() as cursor:
         if spec.limited:
             register_limits(cursor, spec)
@@ -128,7 +128,7 @@ def _insert(
                 job.deduplicated = False
                 if spec.after:
                     flow.insert_edges(db, [job.pk], spec.after)
-                else:
+                elif inserted[4]:  # a worker listens for the queue (sql.enqueue._LISTENED)
                     wake_after_commit(db, queue, job.pk)
                 for observe in observers:
                     observe(db, spec, args_json, kwargs_json, job.pk, job.run_after, False)
@@ -170,17 +170,29 @@ def insert_many(
     if spec.after:
         flow.check_parents(db, spec.after)
     if not tracing.active():
-        ids, run_after = _insert_many(db, spec, payloads, None, batch)
+        ids, run_after, listened = _insert_many(db, spec, payloads, None, batch)
     else:
         with tracing.enqueueing(spec.name, spec.resolved_queue, len(payloads)) as span:
-            ids, run_after = _insert_many(db, spec, payloads, tracing.carrier_json(span), batch)
+            carrier = tracing.carrier_json(span)
+            ids, run_after, listened = _insert_many(db, spec, payloads, carrier, batch)
             tracing.enqueued(span, ids)
-    if not spec.after:
+    if listened and not spec.after:
         wake_after_commit(db, spec.resolved_queue, min(ids), len(ids))
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
     return ids
+
+
+class _Inserted(NamedTuple):
+    """What writing many jobs returns."""
+
+    #: Their ids, in input order.
+    ids: list[int]
+    #: Their ``run_after`` (None when none was written).
+    run_after: datetime | None
+    #: Whether a worker listens for their queue (``sql.enqueue._LISTENED``): else no wake-up.
+    listened: bool
 
 
 def _insert_many(
@@ -189,7 +201,7 @@ def _insert_many(
     payloads: Sequence[tuple[str, str]],
     trace_json: str | None,
     batch: int | None,
-) -> tuple[list[int], datetime | None]:
+) -> _Inserted:
     if spec.after or batch is not None:
         return _copy_many(db, spec, payloads, trace_json, batch)
     if len(payloads) <= FEW_MAX and not spec.limited:
@@ -199,7 +211,7 @@ def _insert_many(
 
 def _insert_few(
     db: Database, spec: JobSpec, payloads: Sequence[tuple[str, str]], trace_json: str | None
-) -> tuple[list[int], datetime | None]:
+) -> _Inserted:
     with db.cursor() as cursor, psycopg_cursor(cursor).connection.cursor() as raw:
         # psycopg's own cursor (Django's binds on the client): the two arrays go as binary
         # parameters, not as literals escaped element by element and parsed by the server.
@@ -217,12 +229,13 @@ def _insert_few(
                 [args_json for args_json, _ in payloads],
                 [kwargs_json for _, kwargs_json in payloads],
                 notify_mode(),
+                spec.resolved_queue,
             ],
         )
         rows = raw.fetchall()
     if len(rows) != len(payloads):
         raise RuntimeError(f"INSERT of {len(payloads)} jobs returned {len(rows)} rows")
-    return sorted(row[0] for row in rows), rows[0][1]
+    return _Inserted(sorted(row[0] for row in rows), rows[0][1], bool(rows[0][3]))
 
 
 def _copy_many(
@@ -231,7 +244,7 @@ def _copy_many(
     payloads: Sequence[tuple[str, str]],
     trace_json: str | None,
     member_of: int | None = None,
-) -> tuple[list[int], datetime | None]:
+) -> _Inserted:
     queue = spec.resolved_queue
     max_attempts = spec.resolved_max_attempts
     run_after: datetime | None = spec.resolved_run_after()
@@ -239,7 +252,9 @@ def _copy_many(
     # One transaction (a savepoint inside the caller's): every job is written, or none.
     with db.atomic(), db.cursor() as cursor:
         raw = psycopg_cursor(cursor)
-        raw.execute(sql.NOTIFY_MODE, [notify_mode()])  # the trigger's part (sql.enqueue)
+        raw.execute(sql.NOTIFY_MODE, [notify_mode(), queue])  # the trigger's part (sql.enqueue)
+        mode = raw.fetchone()
+        listened = mode is not None and bool(mode[1])
         # The columns after concurrency_key, the same in every row (the statement names them).
         tail: tuple[object, ...] = ()
         statement = sql.COPY_MANY
@@ -289,7 +304,7 @@ def _copy_many(
             ids += batch_ids
         if spec.after:
             flow.insert_edges(db, ids, spec.after)
-    return ids, run_after
+    return _Inserted(ids, run_after, listened)
 
 
 def register_limits(cursor: Cursor, spec: JobSpec) -> None:

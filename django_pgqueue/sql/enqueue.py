@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL, TABLE
+from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL, TABLE, WORKER_TABLE
 from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.states import ACTIVE, sql_list
 
@@ -32,13 +32,25 @@ INSERT_COLUMNS = (
 # row before the statement's AFTER triggers run. Any other INSERT is notified by the trigger.
 _NOTIFY_MODE = "set_config('pgqueue.notify', %s::text, true)"
 
+# And whether the wake-up after the commit (:data:`WAKE`) would be heard: whether a worker
+# serving the queue (the parameter after the notify mode) listens, as ``pgqueue_wake``
+# (migration ``0020_wake_rota``) picks them. When none does (no worker running, or polling
+# workers only: PgBouncer in transaction mode), ``enqueue()`` sends none, and its commit is its
+# last round trip. Read in the inserting statement, so at no cost of its own: a worker that
+# starts listening between that statement and the commit misses this wake-up and finds the
+# job at its first claim or its next poll. An uncorrelated subquery: once per statement.
+_LISTENED = f"""EXISTS (
+    SELECT 1 FROM {WORKER_TABLE} w
+    WHERE w.listening AND w.stopped_at IS NULL AND w.last_seen_at > now() - interval '5 minutes'
+      AND (w.queues = '[]'::jsonb OR w.queues ? %s::text))"""
+
 INSERT_ONE = f"""
 INSERT INTO {TABLE} ({", ".join(INSERT_COLUMNS)})
 VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::jsonb,
         %s::boolean)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at, {_NOTIFY_MODE}
+RETURNING id, run_after, created_at, {_NOTIFY_MODE}, {_LISTENED}
 """
 
 # Jobs with a limit above one or a rate (docs/control.md): two more columns. Only these
@@ -50,7 +62,7 @@ VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::j
         %s::boolean, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at, {_NOTIFY_MODE}
+RETURNING id, run_after, created_at, {_NOTIFY_MODE}, {_LISTENED}
 """
 
 #: ``count`` ids from the job table's sequence, in order, and the transaction's ``now()`` (what
@@ -74,7 +86,7 @@ INSERT INTO {TABLE} (queue, name, args, kwargs, priority, run_after, max_attempt
 SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb, %s::boolean
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
-RETURNING id, run_after, {_NOTIFY_MODE}
+RETURNING id, run_after, {_NOTIFY_MODE}, {_LISTENED}
 """
 
 COPY_MANY = f"""
@@ -103,8 +115,9 @@ COPY {TABLE} (id, queue, name, args, kwargs, priority, run_after, max_attempts, 
 FROM STDIN
 """
 
-#: Before a COPY of jobs: the trigger leaves this transaction out, or not (``_NOTIFY_MODE``).
-NOTIFY_MODE = f"SELECT {_NOTIFY_MODE}"
+#: Before a COPY of jobs: the trigger leaves this transaction out, or not (``_NOTIFY_MODE``),
+#: and whether a worker would hear the wake-up (``_LISTENED``).
+NOTIFY_MODE = f"SELECT {_NOTIFY_MODE}, {_LISTENED}"
 
 #: Wake a worker of each of the queues ``%(queues)s`` (``%(jobs)s`` jobs each, the first one's
 #: id ``%(tickets)s``), once the jobs' transaction committed: ``pgqueue_wake`` (migration

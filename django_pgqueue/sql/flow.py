@@ -10,7 +10,7 @@ and its seal) and read what a job or the admin asks.
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE
-from django_pgqueue.sql.enqueue import _NOTIFY_MODE, INSERT_COLUMNS
+from django_pgqueue.sql.enqueue import _LISTENED, _NOTIFY_MODE, INSERT_COLUMNS
 from django_pgqueue.states import ACTIVE, FINISHED, sql_list
 
 DEPENDENCY_TABLE = "pgqueue_job_dependency"
@@ -38,7 +38,7 @@ VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::j
         %s::boolean, %s, %s, %s, %s::integer, %s::bigint)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ({sql_list(ACTIVE)})
 DO NOTHING
-RETURNING id, run_after, created_at, {_NOTIFY_MODE}
+RETURNING id, run_after, created_at, {_NOTIFY_MODE}, {_LISTENED}
 """
 
 #: Many jobs of a workflow (``insert_many``), ids reserved first (``sql.enqueue.RESERVE_IDS``).
