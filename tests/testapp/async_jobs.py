@@ -122,3 +122,33 @@ async def async_hands_itself_back(marks: str) -> None:
     while not current_job().shutdown_requested:
         await asyncio.sleep(0.05)
     raise JobInterrupted("the worker is shutting down: run me again elsewhere")
+
+
+async def _swallow_cancels(marks: str) -> None:
+    """Awaits for ever, catching every ``CancelledError``: its task cannot be cancelled."""
+    _mark(marks, f"start {current_job().id}")
+    while True:
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            _mark(marks, f"swallowed {current_job().id}")
+
+
+@job(max_attempts=1, timeout=1)
+async def async_swallows_cancel(marks: str) -> None:
+    """Past its timeout its task is cancelled, and it carries on: the worker abandons it."""
+    await _swallow_cancels(marks)
+
+
+@job(max_attempts=1)
+async def async_ignores_cancel(marks: str) -> None:
+    """No timeout; a cancel request cancels its task, and it carries on."""
+    await _swallow_cancels(marks)
+
+
+@job(max_attempts=1, timeout=1)
+async def async_blocks_past_its_timeout(marks: str, seconds: float) -> None:
+    """Blocks the event loop (``time.sleep``) past its timeout: no cancel reaches it."""
+    _mark(marks, f"start {current_job().id}")
+    time.sleep(seconds)
+    _mark(marks, f"done {current_job().id}")
