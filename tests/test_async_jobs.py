@@ -7,10 +7,12 @@ import asyncio
 import signal
 import time
 from collections import Counter
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.management import call_command
 from django.db import connection, connections
 
 from django_pgqueue import current_job, operations
@@ -368,3 +370,50 @@ def test_cancelling_an_async_job_that_swallows_the_cancel_ends_it_and_frees_its_
     assert "its task was abandoned" in row.last_error
     assert f"swallowed {stuck.pk}" in marks(tmp_path)
     assert REPLACED in log
+
+
+def test_an_abandoned_async_task_is_reported_until_it_ends_and_its_late_result_is_dropped(
+    tmp_path,
+):
+    """Its process, replaced, first finishes its other job (a long sync one here): meanwhile
+    ``pgqueue_status`` says the cancelled job still runs there, abandoned. Released by the
+    test, the task returns: its result is dropped (the row stays cancelled, nothing completes
+    twice) and the report ends."""
+    release = tmp_path / "release"
+    stuck = async_jobs.async_ignores_cancel_until.enqueue(str(tmp_path), str(release))
+    jobs.long_export.enqueue(str(tmp_path / "export"), 120)  # keeps the process a while
+    proc = start_worker(
+        "--threads",
+        "1",
+        "--cancel-timeout",
+        "0.5",
+        "--shutdown-timeout",
+        "120",
+        "--worker-id",
+        "abandoner",
+        env=worker_env(PGQUEUE_HEARTBEAT_INTERVAL="0.2"),
+    )
+    label = (
+        f"job #{stuck.pk} {stuck.name}: cancelled — still running in worker abandoner, abandoned"
+    )
+
+    def status_text() -> str:
+        out = StringIO()
+        call_command("pgqueue_status", stdout=out)
+        return out.getvalue()
+
+    try:
+        wait_until(lambda: f"start {stuck.pk}" in marks(tmp_path))
+        Job.objects.get(pk=stuck.pk).cancel()
+        wait_until(lambda: Job.objects.get(pk=stuck.pk).status == JobStatus.CANCELLED)
+        wait_until(lambda: label in status_text())
+        assert f"finished {stuck.pk}" not in marks(tmp_path)  # still running: the label is true
+        release.touch()
+        wait_until(lambda: f"finished {stuck.pk}" in marks(tmp_path))
+        wait_until(lambda: "Abandoned attempts still running" not in status_text())
+    finally:
+        log = stop(proc, timeout=120)
+    row = Job.objects.get(pk=stuck.pk)
+    assert (row.status, row.result) == (JobStatus.CANCELLED, None), log[-3000:]
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.CancelTimeout"
+    assert "ended after its task was abandoned; result dropped" in log

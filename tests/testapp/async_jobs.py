@@ -152,3 +152,19 @@ async def async_blocks_past_its_timeout(marks: str, seconds: float) -> None:
     _mark(marks, f"start {current_job().id}")
     time.sleep(seconds)
     _mark(marks, f"done {current_job().id}")
+
+
+@job(max_attempts=1)
+async def async_ignores_cancel_until(marks: str, release: str) -> str:
+    """Catches every ``CancelledError`` and awaits on until the file ``release`` exists (at most
+    ~10 min), then returns."""
+    _mark(marks, f"start {current_job().id}")
+    for _ in range(12000):
+        if Path(release).exists():
+            break
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            _mark(marks, f"swallowed {current_job().id}")
+    _mark(marks, f"finished {current_job().id}")
+    return "done"
