@@ -72,7 +72,8 @@ logger = get_logger("django_pgqueue.worker")
 BEAT = 0.05
 #: How often the connections of Django's sync thread are tidied while async jobs run.
 TIDY_INTERVAL = 1.0
-#: How long :meth:`AsyncJobs.abandon` waits for cancelled tasks to unwind.
+#: How long :meth:`AsyncJobs.abandon` waits for cancelled tasks to unwind; and the least time
+#: a cancelled task gets before it counts as stuck, whatever the cancel timeout.
 UNWIND = 1.0
 
 
@@ -128,8 +129,10 @@ class AsyncJobs:
         self.events = events
         self.journal = journal
         self.shutdown = shutdown
-        #: How long a cancelled task (timeout, cancel request) may take to end (None: for ever).
-        self.cancel_timeout = cancel_timeout
+        #: How long a cancelled task (timeout, cancel request) may take to end (None: for ever):
+        #: the cancel timeout, and never under :data:`UNWIND` (a cancel reaches a task in
+        #: microseconds: a task that ends at once is not abandoned for a watchdog's early look).
+        self.cancel_timeout = None if cancel_timeout is None else max(cancel_timeout, UNWIND)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
