@@ -350,11 +350,16 @@ def test_an_async_job_that_blocks_the_loop_past_its_timeout_is_abandoned(tmp_pat
     assert REPLACED in log
 
 
-def test_cancelling_an_async_job_that_swallows_the_cancel_ends_it_and_frees_its_slot(tmp_path):
+@pytest.mark.parametrize("how", ["swallows", "blocks"])
+def test_cancelling_an_async_job_that_will_not_stop_ends_it_and_frees_its_slot(tmp_path, how):
     """No timeout: a cancel request cancels its task, which catches ``CancelledError`` and
-    awaits on. The cancel timeout (1 s) later it is recorded ``cancelled`` (``CancelTimeout``)
-    and its process replaced: the one async slot runs the next job."""
-    stuck = async_jobs.async_ignores_cancel.enqueue(str(tmp_path))
+    awaits on (``swallows``), or never sees it, blocking the loop in ``time.sleep``
+    (``blocks``). The cancel timeout (1 s) later it is recorded ``cancelled``
+    (``CancelTimeout``) and its process replaced: the one async slot runs the next job."""
+    if how == "swallows":
+        stuck = async_jobs.async_ignores_cancel.enqueue(str(tmp_path))
+    else:
+        stuck = async_jobs.async_blocks_until_cancelled.enqueue(str(tmp_path), 30.0)
     proc = start_worker("--threads", "1", "--async-concurrency", "1", "--cancel-timeout", "1")
     try:
         wait_until(lambda: f"start {stuck.pk}" in marks(tmp_path))
@@ -368,7 +373,11 @@ def test_cancelling_an_async_job_that_swallows_the_cancel_ends_it_and_frees_its_
     assert (row.status, row.attempts) == (JobStatus.CANCELLED, 1), log[-3000:]
     assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.CancelTimeout"
     assert "its task was abandoned" in row.last_error
-    assert f"swallowed {stuck.pk}" in marks(tmp_path)
+    if how == "swallows":
+        assert f"swallowed {stuck.pk}" in marks(tmp_path)
+    else:
+        assert "it blocked the event loop" in row.last_error
+        assert f"done {stuck.pk}" not in marks(tmp_path)  # it stopped with its process
     assert REPLACED in log
 
 

@@ -146,12 +146,22 @@ async def async_ignores_cancel(marks: str) -> None:
     await _swallow_cancels(marks)
 
 
+def _block(marks: str, seconds: float) -> None:
+    _mark(marks, f"start {current_job().id}")
+    time.sleep(seconds)  # blocks the event loop: no cancel reaches it
+    _mark(marks, f"done {current_job().id}")
+
+
 @job(max_attempts=1, timeout=1)
 async def async_blocks_past_its_timeout(marks: str, seconds: float) -> None:
-    """Blocks the event loop (``time.sleep``) past its timeout: no cancel reaches it."""
-    _mark(marks, f"start {current_job().id}")
-    time.sleep(seconds)
-    _mark(marks, f"done {current_job().id}")
+    """Blocks the event loop (``time.sleep``) past its timeout."""
+    _block(marks, seconds)
+
+
+@job(max_attempts=1)
+async def async_blocks_until_cancelled(marks: str, seconds: float) -> None:
+    """Blocks the event loop (``time.sleep``); no timeout: only a cancel request bounds it."""
+    _block(marks, seconds)
 
 
 @job(max_attempts=1)
