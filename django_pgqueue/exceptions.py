@@ -24,7 +24,9 @@ class WorkerLost(PgQueueError):
 
 
 class JobTimeout(PgQueueError):
-    """Recorded on a job that ran longer than its ``timeout``; its thread was abandoned."""
+    """Recorded on a job that ran longer than its ``timeout``: its thread was abandoned (or, an
+    ``async def`` job, its task was cancelled; abandoned if it still ran the cancel timeout
+    later)."""
 
 
 class ResultNotStorable(PgQueueError, TypeError):
@@ -56,7 +58,8 @@ class JobInterrupted(PgQueueError):
 
 
 class CancelTimeout(PgQueueError):
-    """A job asked to stop ran on past the cancel timeout: its thread was abandoned."""
+    """A job asked to stop ran on past the cancel timeout: its thread (or its async task) was
+    abandoned."""
 
 
 class UnknownParent(PgQueueError, LookupError):

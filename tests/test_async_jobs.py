@@ -7,10 +7,12 @@ import asyncio
 import signal
 import time
 from collections import Counter
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.management import call_command
 from django.db import connection, connections
 
 from django_pgqueue import current_job, operations
@@ -290,3 +292,137 @@ def test_an_async_job_sees_the_shutdown_and_hands_itself_back(tmp_path):
     job.refresh_from_db()
     assert (job.status, job.interruptions) == (JobStatus.PENDING, 1), log[-3000:]
     assert "interrupted" in log
+
+
+# --- a task that cannot be stopped: its process is replaced, as for an abandoned thread ---------
+
+#: The worker output that says a process was replaced for a stuck task.
+REPLACED = "replaced: it exited to stop an abandoned job thread or task"
+
+
+def test_an_async_job_that_swallows_its_timeout_is_abandoned_and_its_process_replaced(tmp_path):
+    """Timeout 1 s, cancel timeout 1 s: its task is cancelled at its timeout, catches the
+    ``CancelledError`` and awaits on. The attempt fails (``JobTimeout``), the task is
+    abandoned with its process, and the one async slot (``--async-concurrency 1``) is free
+    again in the replacement: the job enqueued after it runs."""
+    stuck = async_jobs.async_swallows_cancel.enqueue(str(tmp_path))
+    proc = start_worker("--threads", "1", "--async-concurrency", "1", "--cancel-timeout", "1")
+    try:
+        wait_until(lambda: f"start {stuck.pk}" in marks(tmp_path))
+        after = async_jobs.async_sleep.enqueue(0, str(tmp_path))
+        wait_until(lambda: Job.objects.get(pk=after.pk).status == JobStatus.COMPLETED)
+    finally:
+        log = stop(proc)
+    row = Job.objects.get(pk=stuck.pk)
+    assert (row.status, row.attempts) == (JobStatus.DEAD, 1), log[-3000:]
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.JobTimeout"
+    assert "after it was cancelled" in row.last_error
+    assert "its task was abandoned" in row.last_error
+    assert f"swallowed {stuck.pk}" in marks(tmp_path)  # it did catch the cancel
+    assert "still running in an abandoned task of the event loop" in log
+    assert REPLACED in log
+
+
+def test_an_async_job_that_blocks_the_loop_past_its_timeout_is_abandoned(tmp_path):
+    """``time.sleep(30)`` inside ``async def`` with a 1 s timeout: no cancel reaches it. Past
+    its timeout and the cancel timeout its attempt fails (``JobTimeout``, the blocking named);
+    the process's other jobs, claimed meanwhile (an async one waits on the blocked loop, a sync
+    one runs on a thread), finish or are handed back interrupted (no attempt spent) within its
+    shutdown timeout, and each completes once, in the replacement if not before."""
+    stuck = async_jobs.async_blocks_past_its_timeout.enqueue(str(tmp_path), 30.0)
+    out = tmp_path / "sync"
+    proc = start_worker("--threads", "1", "--cancel-timeout", "1", "--shutdown-timeout", "1")
+    try:
+        wait_until(lambda: f"start {stuck.pk}" in marks(tmp_path))
+        after = async_jobs.async_sleep.enqueue(0, str(tmp_path))
+        sync = jobs.record.enqueue(str(out), "sync", 0.2)
+        wait_until(lambda: statuses([after.pk, sync.pk]) == {JobStatus.COMPLETED: 2})
+    finally:
+        log = stop(proc)
+    row = Job.objects.get(pk=stuck.pk)
+    assert (row.status, row.attempts) == (JobStatus.DEAD, 1), log[-3000:]
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.JobTimeout"
+    assert "it blocked the event loop" in row.last_error
+    assert f"done {stuck.pk}" not in marks(tmp_path)  # it stopped with its process
+    assert marks(tmp_path).count(f"done {after.pk}") == 1
+    assert Job.objects.get(pk=after.pk).attempts == 1
+    assert len(out.read_text().splitlines()) == 1
+    assert REPLACED in log
+
+
+@pytest.mark.parametrize("how", ["swallows", "blocks"])
+def test_cancelling_an_async_job_that_will_not_stop_ends_it_and_frees_its_slot(tmp_path, how):
+    """No timeout: a cancel request cancels its task, which catches ``CancelledError`` and
+    awaits on (``swallows``), or never sees it, blocking the loop in ``time.sleep``
+    (``blocks``). The cancel timeout (1 s) later it is recorded ``cancelled``
+    (``CancelTimeout``) and its process replaced: the one async slot runs the next job."""
+    if how == "swallows":
+        stuck = async_jobs.async_ignores_cancel.enqueue(str(tmp_path))
+    else:
+        stuck = async_jobs.async_blocks_until_cancelled.enqueue(str(tmp_path), 30.0)
+    proc = start_worker("--threads", "1", "--async-concurrency", "1", "--cancel-timeout", "1")
+    try:
+        wait_until(lambda: f"start {stuck.pk}" in marks(tmp_path))
+        Job.objects.get(pk=stuck.pk).cancel()
+        wait_until(lambda: Job.objects.get(pk=stuck.pk).status == JobStatus.CANCELLED)
+        after = async_jobs.async_sleep.enqueue(0, str(tmp_path))
+        wait_until(lambda: Job.objects.get(pk=after.pk).status == JobStatus.COMPLETED)
+    finally:
+        log = stop(proc)
+    row = Job.objects.get(pk=stuck.pk)
+    assert (row.status, row.attempts) == (JobStatus.CANCELLED, 1), log[-3000:]
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.CancelTimeout"
+    assert "its task was abandoned" in row.last_error
+    if how == "swallows":
+        assert f"swallowed {stuck.pk}" in marks(tmp_path)
+    else:
+        assert "it blocked the event loop" in row.last_error
+        assert f"done {stuck.pk}" not in marks(tmp_path)  # it stopped with its process
+    assert REPLACED in log
+
+
+def test_an_abandoned_async_task_is_reported_until_it_ends_and_its_late_result_is_dropped(
+    tmp_path,
+):
+    """Its process, replaced, first finishes its other job (a long sync one here): meanwhile
+    ``pgqueue_status`` says the cancelled job still runs there, abandoned. Released by the
+    test, the task returns: its result is dropped (the row stays cancelled, nothing completes
+    twice) and the report ends."""
+    release = tmp_path / "release"
+    stuck = async_jobs.async_ignores_cancel_until.enqueue(str(tmp_path), str(release))
+    jobs.long_export.enqueue(str(tmp_path / "export"), 120)  # keeps the process a while
+    proc = start_worker(
+        "--threads",
+        "1",
+        "--cancel-timeout",
+        "0.5",
+        "--shutdown-timeout",
+        "120",
+        "--worker-id",
+        "abandoner",
+        env=worker_env(PGQUEUE_HEARTBEAT_INTERVAL="0.2"),
+    )
+    label = (
+        f"job #{stuck.pk} {stuck.name}: cancelled — still running in worker abandoner, abandoned"
+    )
+
+    def status_text() -> str:
+        out = StringIO()
+        call_command("pgqueue_status", stdout=out)
+        return out.getvalue()
+
+    try:
+        wait_until(lambda: f"start {stuck.pk}" in marks(tmp_path))
+        Job.objects.get(pk=stuck.pk).cancel()
+        wait_until(lambda: Job.objects.get(pk=stuck.pk).status == JobStatus.CANCELLED)
+        wait_until(lambda: label in status_text())
+        assert f"finished {stuck.pk}" not in marks(tmp_path)  # still running: the label is true
+        release.touch()
+        wait_until(lambda: f"finished {stuck.pk}" in marks(tmp_path))
+        wait_until(lambda: "Abandoned attempts still running" not in status_text())
+    finally:
+        log = stop(proc, timeout=120)
+    row = Job.objects.get(pk=stuck.pk)
+    assert (row.status, row.result) == (JobStatus.CANCELLED, None), log[-3000:]
+    assert row.errors[-1]["exception_class"] == "django_pgqueue.exceptions.CancelTimeout"
+    assert "ended after its task was abandoned; result dropped" in log

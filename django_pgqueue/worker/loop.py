@@ -38,7 +38,7 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS, Outcome
 from django_pgqueue.printable import get_logger
 from django_pgqueue.schedules.firing import ScheduleFirer
-from django_pgqueue.worker.aio import AsyncJobs, split
+from django_pgqueue.worker.aio import AsyncJobs, Stuck, split
 from django_pgqueue.worker.capacity import Capacity
 from django_pgqueue.worker.claims import REPAIR_GAP, Claimer
 from django_pgqueue.worker.connection import (
@@ -71,9 +71,10 @@ if TYPE_CHECKING:
 
 logger = get_logger("django_pgqueue.worker")
 
-#: The exit status of a worker process that stopped to end a job thread it abandoned (a job past
-#: its timeout or cancel timeout that ignores them): its supervisor starts a fresh process in its
-#: place at once, whatever ``--processes``. The stuck code stops with the process.
+#: The exit status of a worker process that stopped to end a job thread or an async job's task it
+#: abandoned (a job past its timeout or cancel timeout that ignores them): its supervisor starts a
+#: fresh process in its place at once, whatever ``--processes``. The stuck code stops with the
+#: process.
 REPLACE_ME = 75
 
 _WAKE = object()
@@ -151,6 +152,9 @@ class Worker:
         self._stopping = False
         #: A job thread was abandoned: this process stops claiming, ends and is replaced.
         self._replace = False
+        #: Async jobs whose tasks the event loop's watchdog abandoned (:class:`~.aio.Stuck`):
+        #: the same, at the loop's next turn.
+        self._stuck: list[int] = []
         #: Set once the shutdown starts: what ``current_job().shutdown_requested`` reads.
         self._shutdown_requested = threading.Event()
         self._woken = False
@@ -167,7 +171,11 @@ class Worker:
         )
         #: The event loop of async jobs (:mod:`.aio`), and the claimed jobs that run on it.
         self._async = AsyncJobs(
-            self.worker_id, self._events, journal, shutdown=self._shutdown_requested
+            self.worker_id,
+            self._events,
+            journal,
+            shutdown=self._shutdown_requested,
+            cancel_timeout=self.cancel_timeout,
         )
         self._async_ids: set[int] = set()
         #: What the claim in progress took of each kind (sync, async), as its rows say.
@@ -252,10 +260,10 @@ class Worker:
             self._async.stop()
             self._connection.close()
             self._events.close()
-        if self._replace:
+        if self._replace or self._stuck:
             logger.warning(
-                "Worker %s exits to stop the job threads it abandoned; its supervisor starts a "
-                "fresh process",
+                "Worker %s exits to stop the job threads or tasks it abandoned; its supervisor "
+                "starts a fresh process",
                 self.worker_id,
             )
             return REPLACE_ME
@@ -343,8 +351,11 @@ class Worker:
                 self._async_idle_until = now  # new jobs may be async ones: look for them too
             if self._executors.has_deadlines and (overdue := self._executors.fail_overdue()):
                 self._writeback.extend(overdue)
-                self._replace_process(overdue)
+                self._replace_process([o.job_id for o in overdue], "thread")
                 return  # the shutdown writes their outcomes and waits for the other jobs
+            if self._stuck:  # their outcomes came as events: written by the shutdown too
+                self._replace_process(self._stuck, "task of the event loop")
+                return
             self._writeback.extend(self._executors.replace_dead())
             outcomes = self._writeback.buffered
             if outcomes and flush_deadline is None:
@@ -498,6 +509,8 @@ class Worker:
                 if event.job_id not in self._async_ids:  # the threads' pace only
                     self._capacity.record(event)
                 self._writeback.add(event)
+            elif isinstance(event, Stuck):
+                self._stuck.extend(event.job_ids)
             elif isinstance(event, Dropped):
                 job = self._claimed.pop(event.job_id, None)
                 self._executors.lost.discard(event.job_id)
@@ -598,7 +611,7 @@ class Worker:
             self.queues,
             self.threads,
             self.stats.finished,
-            self._executors.abandoned_alive(),
+            sorted({*self._executors.abandoned_alive(), *self._async.abandoned_alive()}),
             listening=self._listening(),
         )
         self._claimer.reported(before)
@@ -641,17 +654,18 @@ class Worker:
 
     # ----- the end ---------------------------------------------------------------------------
 
-    def _replace_process(self, abandoned: Sequence[Outcome]) -> None:
-        """Jobs ran past their timeout (or cancel timeout) and their threads were abandoned,
-        still running code no one can stop from outside. This process stops claiming, writes
-        the outcomes, finishes its other jobs (as a shutdown does, within the shutdown
-        timeout) and exits with :data:`REPLACE_ME`: the stuck code stops with it, and the
-        supervisor starts a fresh process."""
+    def _replace_process(self, abandoned: Sequence[int], where: str) -> None:
+        """Jobs ran past their timeout (or cancel timeout) and their threads (or their async
+        tasks, cancelled in vain) were abandoned, still running code no one can stop from
+        outside. This process stops claiming, writes the outcomes, finishes its other jobs (as
+        a shutdown does, within the shutdown timeout) and exits with :data:`REPLACE_ME`: the
+        stuck code stops with it, and the supervisor starts a fresh process."""
         logger.warning(
-            "Worker %s: job %s still running in an abandoned thread: this process stops "
+            "Worker %s: job %s still running in an abandoned %s: this process stops "
             "claiming, finishes its other jobs and is replaced",
             self.worker_id,
-            ", ".join(f"#{o.job_id}" for o in abandoned),
+            ", ".join(f"#{job_id}" for job_id in abandoned),
+            where,
         )
         self._replace = True
 

@@ -1,8 +1,8 @@
 """Worker processes under one supervisor (``run_jobs``, with one process or ``--processes P``).
 
 The supervisor forks P children, each running a :class:`Worker`, and restarts a child that dies
-(immediately after a clean ``--max-jobs`` exit, or one that stops a job thread the worker
-abandoned; with growing delays after crashes so a crash loop doesn't spin). It runs no job
+(immediately after a clean ``--max-jobs`` exit, or one that stops a job thread or task the
+worker abandoned; with growing delays after crashes so a crash loop doesn't spin). It runs no job
 itself, so a job that kills its process (``os._exit``, a segfault, the OOM killer) never takes
 ``run_jobs`` down. Before restarting a child that died, it reads the child's journal
 (:mod:`~django_pgqueue.worker.journal`) and, on its own connection, writes the outcomes the
@@ -362,10 +362,11 @@ class Supervisor:
             logger.info("Worker process %d (%s) exited (%d)", child.pid, child.worker_id, code)
             return
         if code == REPLACE_ME:
-            # It ended to stop a job thread it had abandoned: a fresh process at once, with
-            # --processes 1 and in a burst too.
+            # It ended to stop a job thread (or an async job's task) it had abandoned: a fresh
+            # process at once, with --processes 1 and in a burst too.
             logger.info(
-                "Worker process %d (%s) replaced: it exited to stop an abandoned job thread",
+                "Worker process %d (%s) replaced: it exited to stop an abandoned job thread or "
+                "task",
                 child.pid,
                 child.worker_id,
             )

@@ -122,3 +122,59 @@ async def async_hands_itself_back(marks: str) -> None:
     while not current_job().shutdown_requested:
         await asyncio.sleep(0.05)
     raise JobInterrupted("the worker is shutting down: run me again elsewhere")
+
+
+async def _swallow_cancels(marks: str) -> None:
+    """Awaits for ever, catching every ``CancelledError``: its task cannot be cancelled."""
+    _mark(marks, f"start {current_job().id}")
+    while True:
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            _mark(marks, f"swallowed {current_job().id}")
+
+
+@job(max_attempts=1, timeout=1)
+async def async_swallows_cancel(marks: str) -> None:
+    """Past its timeout its task is cancelled, and it carries on: the worker abandons it."""
+    await _swallow_cancels(marks)
+
+
+@job(max_attempts=1)
+async def async_ignores_cancel(marks: str) -> None:
+    """No timeout; a cancel request cancels its task, and it carries on."""
+    await _swallow_cancels(marks)
+
+
+def _block(marks: str, seconds: float) -> None:
+    _mark(marks, f"start {current_job().id}")
+    time.sleep(seconds)  # blocks the event loop: no cancel reaches it
+    _mark(marks, f"done {current_job().id}")
+
+
+@job(max_attempts=1, timeout=1)
+async def async_blocks_past_its_timeout(marks: str, seconds: float) -> None:
+    """Blocks the event loop (``time.sleep``) past its timeout."""
+    _block(marks, seconds)
+
+
+@job(max_attempts=1)
+async def async_blocks_until_cancelled(marks: str, seconds: float) -> None:
+    """Blocks the event loop (``time.sleep``); no timeout: only a cancel request bounds it."""
+    _block(marks, seconds)
+
+
+@job(max_attempts=1)
+async def async_ignores_cancel_until(marks: str, release: str) -> str:
+    """Catches every ``CancelledError`` and awaits on until the file ``release`` exists (at most
+    ~10 min), then returns."""
+    _mark(marks, f"start {current_job().id}")
+    for _ in range(12000):
+        if Path(release).exists():
+            break
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            _mark(marks, f"swallowed {current_job().id}")
+    _mark(marks, f"finished {current_job().id}")
+    return "done"
