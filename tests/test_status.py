@@ -238,24 +238,32 @@ def test_queue_and_job_names_for_the_filters(big_table):
 
 def test_big_table_queries_can_use_the_partial_indexes():
     """With sequential scans priced out, every stats query is answered from the indexes: the
-    WHERE clauses imply the partial indexes' predicates."""
+    WHERE clauses imply the partial indexes' predicates. None reads the job table's index of
+    pending jobs (pending jobs are counted from their ready rows), and the running count
+    reads the running-jobs index by a range of ``locked_at`` (the fresh locks)."""
     make("completed")
-    params = {"queues": ["default"], "cap": 10}
+    params = {"queues": ["default"], "cap": 10, "fresh": 60.0}
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         for sql in (
             stats_sql.CAPPED_COUNTS,
+            stats_sql.RUNNING_COUNTS,
             stats_sql.LAST_HOUR,
             *stats_sql.LOOSE_QUEUES,
-            stats_sql.RUNNING_QUEUES,
         ):
             cursor.execute("EXPLAIN " + sql, params if "%(" in sql else None)
             plan = "\n".join(row[0] for row in cursor.fetchall())
             assert "Seq Scan on pgqueue_job" not in plan, plan
+            if sql is not stats_sql.LAST_HOUR:  # the snapshot's statements (the metrics view)
+                assert "pgqueue_job_claim_queue" not in plan, plan
+        cursor.execute("EXPLAIN " + stats_sql.RUNNING_COUNTS, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        assert "pgqueue_job_stale" in plan and "locked_at >=" in plan, plan
         for name, index in [
-            ("RUNNABLE", "pgqueue_job_claim_queue"),
+            ("RUNNABLE", "pgqueue_ready_"),
+            ("SCHEDULED", "pgqueue_ready_"),
             ("DEAD", "pgqueue_job_dead"),
-            ("RUNNING", "pgqueue_job_stale"),
+            ("WAITING", "pgqueue_job_waiting"),
         ]:
             where = getattr(stats_sql, name)
             cursor.execute("EXPLAIN " + stats_sql.select_where(where), ["default"])
