@@ -297,9 +297,11 @@ def _explain(label: str) -> None:
                 print(f"--- {name}\n{plan}")
             buffers = re.search(r"Buffers: ([^\n]*)", plan)
             took = re.search(r"Execution Time: ([\d.]+) ms", plan)
+            planning = re.search(r"Planning Time: ([\d.]+) ms", plan)
             fetches = sum(int(n) for n in re.findall(r"Heap Fetches: (\d+)", plan))
             summary.append(
-                f"  {name}: {took.group(1) if took else '?'} ms, "
+                f"  {name}: {took.group(1) if took else '?'} ms "
+                f"(planning {planning.group(1) if planning else '?'} ms), "
                 f"{buffers.group(1) if buffers else 'no buffers'}, heap fetches {fetches}"
             )
     print(f"{label}:")
@@ -332,6 +334,22 @@ def _churn(jobs: int) -> None:
         queue_connection.close()
 
 
+def _sizes() -> str:
+    """The size of the ready table's partitions, and of the job table's indexes the counts
+    used to read (pages)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_relation_size(c.oid) / 8192 FROM pg_class c "
+            "WHERE c.relname ~ '^pgqueue_ready_([0-7]|later|parked|held)$' "
+            "   OR c.relname IN ('pgqueue_job_claim_queue', 'pgqueue_job_stale') ORDER BY 1"
+        )
+        return "pages: " + ", ".join(
+            f"{name.removeprefix('pgqueue_')} {pages}" for name, pages in cursor.fetchall()
+        )
+
+
 def _server() -> str:
     from django.db import connection
 
@@ -353,7 +371,8 @@ def test_measure_the_view_on_a_million_rows_and_under_a_pinned_horizon():
     """The view's time on the million-row table of tests/test_status.py, vacuumed; then with
     a REPEATABLE READ transaction held open on another connection (the xmin horizon pinned:
     no vacuum may remove what the churn leaves) while 50,000, then 150,000 jobs in all go
-    through pending -> running -> completed in the measured queue."""
+    through pending -> running -> completed in the measured queue (and 300,000: the ring's
+    dead entries stay bounded)."""
     import time
 
     from django.db import connection, connections
@@ -375,13 +394,14 @@ def test_measure_the_view_on_a_million_rows_and_under_a_pinned_horizon():
             cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
             cursor.execute("SELECT count(*) FROM pgqueue_worker")
         churned = 0
-        for total in (50_000, 150_000):
+        for total in (50_000, 150_000, 300_000):
             _churn(total - churned)
             churned = total
             with connection.cursor() as cursor:
                 cursor.execute("VACUUM pgqueue_job")  # removes nothing the held snapshot may see
             ended = time.monotonic()
             print(f"pinned horizon, {total:,} churned: GET {URL} best {_best_ms(client):.1f} ms")
+            print(f"  {_sizes()}")
             _explain("  statements")
         # The running-jobs count reads the locks of the last visibility timeout: once the
         # churn's are older, what the view reads no longer depends on it.

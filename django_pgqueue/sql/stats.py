@@ -12,7 +12,7 @@ visibility timeout.
 from __future__ import annotations
 
 from django_pgqueue.sql import TABLE
-from django_pgqueue.sql.ready import READY_TABLE
+from django_pgqueue.sql.ready import LATER_SLOT, READY_TABLE
 from django_pgqueue.states import FINISHED, PRIORITY_MAX, PRIORITY_MIN, Event, JobStatus, sql_list
 
 _PENDING = sql_list([JobStatus.PENDING])
@@ -50,13 +50,18 @@ GROUP BY queue
 """
 
 # The rows each capped count reads ({q}: the queue, a column or a placeholder). Pending jobs
-# are counted from their ready rows (``pgqueue_ready``, every partition: the ring, later,
-# parked and held): one per pending job, copying its queue and run_after (S1-S3 in
-# docs/storage.md), in partitions that the claims empty and TRUNCATE, so a pinned horizon
-# leaves few dead entries there; the job table's index of pending jobs keeps one for every
-# job claimed since. Dead and waiting jobs are read through their partial indexes.
+# are counted from their ready rows (``pgqueue_ready``): one per pending job, copying its queue
+# and run_after (S1-S3 in docs/storage.md), in partitions the claims empty and TRUNCATE, so a
+# pinned horizon leaves few dead entries there, where the job table's index of pending jobs
+# keeps one for every job claimed since. A row of the ring, the parked or the held partition is
+# due (it went there due, S5), a row of the later partition is due once its run_after passed
+# (the upkeep promotes it within a second): the runnable jobs are the first and the due ones of
+# the second, the scheduled ones the rest of the second. Dead and waiting jobs are read through
+# their partial indexes.
 RUNNABLE = "queue = {q} AND run_after <= statement_timestamp()"
-SCHEDULED = "queue = {q} AND run_after > statement_timestamp()"
+SCHEDULED = f"slot = {LATER_SLOT} AND queue = {{q}} AND run_after > statement_timestamp()"
+_RUNNABLE_IN_PLACE = f"slot <> {LATER_SLOT} AND queue = {{q}}"
+_RUNNABLE_LATER = f"slot = {LATER_SLOT} AND queue = {{q}} AND run_after <= statement_timestamp()"
 DEAD = f"status = {_DEAD} AND queue = {{q}}"
 COMPLETED = f"status = {_COMPLETED} AND queue = {{q}}"
 WAITING = f"status = {_WAITING} AND queue = {{q}}"
@@ -72,9 +77,17 @@ def select_where(where: str) -> str:
 # Each count reads at most %(cap)s matching entries of one index.
 _CAPPED = "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} LIMIT %(cap)s) s)"
 
+# The runnable ready rows of a queue matching ``where``: how many (at most %(cap)s read), and
+# the oldest run_after among those read.
+_RUNNABLE_ROWS = f"""(
+    SELECT count(*) AS n, min(run_after) AS oldest FROM (
+        SELECT run_after FROM {READY_TABLE} WHERE {{where}} LIMIT %(cap)s
+    ) s
+)"""
+
 # The oldest runnable job of a queue over the cap: one probe of the ready rows' claim order
-# per priority instead of reading every ready row of the queue. Under the cap, the count read
-# every runnable row, and its minimum is the answer.
+# per priority instead of reading every ready row of the queue. Under the cap, the counts read
+# every runnable row, and their minimum is the answer.
 _OLDEST_RUNNABLE = f"""(
     SELECT min(m.run_after) FROM generate_series({PRIORITY_MIN}, {PRIORITY_MAX}) AS p(priority)
     CROSS JOIN LATERAL (
@@ -87,17 +100,16 @@ _OLDEST_RUNNABLE = f"""(
 
 CAPPED_COUNTS = f"""
 SELECT q.name,
-    runnable.n,
+    in_place.n + later.n,
     {_CAPPED.format(table=READY_TABLE, where=SCHEDULED.format(q="q.name"))},
     {_CAPPED.format(table=TABLE, where=DEAD.format(q="q.name"))},
     {_CAPPED.format(table=TABLE, where=WAITING.format(q="q.name"))},
-    CASE WHEN runnable.n < %(cap)s THEN runnable.oldest ELSE {_OLDEST_RUNNABLE} END
+    CASE WHEN in_place.n < %(cap)s AND later.n < %(cap)s
+         THEN least(in_place.oldest, later.oldest)
+         ELSE {_OLDEST_RUNNABLE} END
 FROM unnest(%(queues)s::text[]) AS q(name)
-CROSS JOIN LATERAL (
-    SELECT count(*) AS n, min(run_after) AS oldest FROM (
-        SELECT run_after FROM {READY_TABLE} WHERE {RUNNABLE.format(q="q.name")} LIMIT %(cap)s
-    ) s
-) runnable
+CROSS JOIN LATERAL {_RUNNABLE_ROWS.format(where=_RUNNABLE_IN_PLACE.format(q="q.name"))} in_place
+CROSS JOIN LATERAL {_RUNNABLE_ROWS.format(where=_RUNNABLE_LATER.format(q="q.name"))} later
 """
 
 #: Running jobs per queue, of every queue at once, those whose lock is fresh (above): at most

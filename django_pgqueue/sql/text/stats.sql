@@ -28,11 +28,13 @@ GROUP BY queue
 
 -- name: CAPPED_COUNTS
 SELECT q.name,
-    runnable.n,
-    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_ready WHERE queue = q.name AND run_after > statement_timestamp() LIMIT %(cap)s) s),
+    in_place.n + later.n,
+    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_ready WHERE slot = -1 AND queue = q.name AND run_after > statement_timestamp() LIMIT %(cap)s) s),
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'dead' AND queue = q.name LIMIT %(cap)s) s),
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'waiting' AND queue = q.name LIMIT %(cap)s) s),
-    CASE WHEN runnable.n < %(cap)s THEN runnable.oldest ELSE (
+    CASE WHEN in_place.n < %(cap)s AND later.n < %(cap)s
+         THEN least(in_place.oldest, later.oldest)
+         ELSE (
     SELECT min(m.run_after) FROM generate_series(-100, 100) AS p(priority)
     CROSS JOIN LATERAL (
         SELECT run_after FROM pgqueue_ready
@@ -44,9 +46,14 @@ SELECT q.name,
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT count(*) AS n, min(run_after) AS oldest FROM (
-        SELECT run_after FROM pgqueue_ready WHERE queue = q.name AND run_after <= statement_timestamp() LIMIT %(cap)s
+        SELECT run_after FROM pgqueue_ready WHERE slot <> -1 AND queue = q.name LIMIT %(cap)s
     ) s
-) runnable
+) in_place
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n, min(run_after) AS oldest FROM (
+        SELECT run_after FROM pgqueue_ready WHERE slot = -1 AND queue = q.name AND run_after <= statement_timestamp() LIMIT %(cap)s
+    ) s
+) later
 
 -- name: RUNNING_COUNTS
 SELECT queue, count(*) FROM (
