@@ -91,9 +91,10 @@ def distinct_values(db: Database, column: str) -> list[Any]:
     return [row[0] for row in _rows(db, sql.DISTINCT[column])]
 
 
-def last_hour(db: Database, limit: int) -> list[tuple[Any, ...]]:
-    """(queue, kind, minute, count) of the last hour, reading at most ``limit`` finished rows."""
-    return _rows(db, sql.LAST_HOUR, {"cap": limit})
+def last_hour(db: Database, limit: int, fresh: float) -> list[tuple[Any, ...]]:
+    """(queue, kind, minute, count) of the last hour, reading at most ``limit`` finished rows
+    (and running ones whose lock is younger than ``fresh`` seconds)."""
+    return _rows(db, sql.LAST_HOUR, {"cap": limit, "fresh": fresh})
 
 
 def _rows(

@@ -147,7 +147,10 @@ WHERE schemaname = current_schema() AND tablename = %s AND attname = %s
 DISTINCT = {column: f"SELECT DISTINCT {column} FROM {TABLE}" for column in ("queue", "name")}
 
 # The last hour: completions per queue and minute, and failed attempts (from each job's error
-# history: jobs that finished in the hour, and pending or running jobs that failed in it).
+# history: jobs that finished in the hour, and pending or running jobs that failed in it; the
+# pending ones found by their ready rows, each job then by primary key (``status || ''``
+# keeps the planner off the pending jobs' index), the running ones among the fresh locks, as
+# the counts find them).
 # Minute 0 is the last minute (and holds events stamped a little ahead of the database's clock).
 # The row of kind Event.SCANNED says how many finished rows were read and the minute of the
 # oldest (to detect the cap).
@@ -161,12 +164,14 @@ WITH finished AS MATERIALIZED (
     ORDER BY finished_at DESC
     LIMIT %(cap)s
 ), failing AS MATERIALIZED (
-    (SELECT queue, errors FROM {TABLE}
-     WHERE status = {_PENDING} AND errors <> '[]'
-       AND run_after > statement_timestamp() - interval '1 hour'
+    (SELECT j.queue, j.errors FROM {READY_TABLE} r JOIN {TABLE} j ON j.id = r.job_id
+     WHERE r.run_after > statement_timestamp() - interval '1 hour'
+       AND j.status || '' = {_PENDING} AND j.errors <> '[]'
      LIMIT %(cap)s)
     UNION ALL
-    (SELECT queue, errors FROM {TABLE} WHERE status = {_RUNNING} AND errors <> '[]' LIMIT %(cap)s)
+    (SELECT queue, errors FROM {TABLE}
+     WHERE status = {_RUNNING} AND {_FRESH_LOCK} AND errors <> '[]'
+     LIMIT %(cap)s)
 ), failures AS (
     SELECT f.queue, (e ->> 'at')::timestamptz AS at
     FROM (SELECT queue, errors FROM finished WHERE errors IS NOT NULL

@@ -43,7 +43,8 @@ def queue_report(using: str | None = None) -> QueueReport:
     with transaction.atomic(using=alias):
         now = queries.begin_report(db)
         workers = recent_workers(alias, now)
-        hour = LastHour.from_rows(queries.last_hour(db, limits.WINDOW_CAP), cap=limits.WINDOW_CAP)
+        rows = queries.last_hour(db, limits.WINDOW_CAP, settings.VISIBILITY_TIMEOUT)
+        hour = LastHour.from_rows(rows, cap=limits.WINDOW_CAP)
         exact, queues = _queue_stats(db, now, _known_queues(workers) | set(hour.queues))
     for stats in queues:
         stats.completed_last_minute = hour.count(stats.queue, Event.COMPLETED, last_minute=True)

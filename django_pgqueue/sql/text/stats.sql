@@ -101,12 +101,14 @@ WITH finished AS MATERIALIZED (
     ORDER BY finished_at DESC
     LIMIT %(cap)s
 ), failing AS MATERIALIZED (
-    (SELECT queue, errors FROM pgqueue_job
-     WHERE status = 'pending' AND errors <> '[]'
-       AND run_after > statement_timestamp() - interval '1 hour'
+    (SELECT j.queue, j.errors FROM pgqueue_ready r JOIN pgqueue_job j ON j.id = r.job_id
+     WHERE r.run_after > statement_timestamp() - interval '1 hour'
+       AND j.status || '' = 'pending' AND j.errors <> '[]'
      LIMIT %(cap)s)
     UNION ALL
-    (SELECT queue, errors FROM pgqueue_job WHERE status = 'running' AND errors <> '[]' LIMIT %(cap)s)
+    (SELECT queue, errors FROM pgqueue_job
+     WHERE status = 'running' AND locked_at >= statement_timestamp() - make_interval(secs => %(fresh)s) AND errors <> '[]'
+     LIMIT %(cap)s)
 ), failures AS (
     SELECT f.queue, (e ->> 'at')::timestamptz AS at
     FROM (SELECT queue, errors FROM finished WHERE errors IS NOT NULL
