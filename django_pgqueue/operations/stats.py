@@ -33,15 +33,22 @@ def begin_report(db: Database) -> datetime:
         return now
 
 
-def exact_counts(db: Database) -> list[tuple[Any, ...]]:
-    """Per queue: runnable, scheduled, running, completed, dead, oldest runnable run_after."""
-    return _rows(db, sql.EXACT_COUNTS)
+def exact_counts(db: Database, fresh: float) -> list[tuple[Any, ...]]:
+    """Per queue: runnable, scheduled, running (a lock younger than ``fresh`` seconds),
+    completed, dead, waiting, oldest runnable run_after."""
+    return _rows(db, sql.EXACT_COUNTS, {"fresh": fresh})
 
 
 def capped_counts(db: Database, queues: Sequence[str], limit: int) -> list[tuple[Any, ...]]:
-    """Per queue: runnable, scheduled, running, dead (each counted up to ``limit``), oldest
+    """Per queue: runnable, scheduled, dead, waiting (each counted up to ``limit``), oldest
     runnable run_after."""
     return _rows(db, sql.CAPPED_COUNTS, {"queues": list(queues), "cap": limit})
+
+
+def running_counts(db: Database, fresh: float, limit: int) -> dict[str, int]:
+    """Running jobs per queue whose lock is younger than ``fresh`` seconds, reading at most
+    ``limit`` of them in all."""
+    return dict(_rows(db, sql.RUNNING_COUNTS, {"fresh": fresh, "cap": limit}))
 
 
 def estimate(db: Database, where: str, queue: str) -> int:
@@ -61,10 +68,11 @@ def plan_rows(db: Database, statement: str, params: Sequence[Any] | dict[str, An
 
 
 def indexed_queues(db: Database) -> set[str]:
-    """Queues found through the partial indexes (pending, dead, running jobs) and in the
-    table's statistics (queues with only finished jobs): never a scan of the history."""
+    """Queues found through the indexes (of the ready rows, of dead jobs) and in the job
+    table's statistics (queues with only finished jobs): never a scan of the history. The
+    queues of running jobs come with their counts (:func:`running_counts`)."""
     queues: set[str] = set()
-    for statement in (*sql.LOOSE_QUEUES, sql.RUNNING_QUEUES):
+    for statement in sql.LOOSE_QUEUES:
         queues.update(row[0] for row in _rows(db, statement))
     queues.update(common_values(db, "queue"))
     return queues
@@ -83,9 +91,10 @@ def distinct_values(db: Database, column: str) -> list[Any]:
     return [row[0] for row in _rows(db, sql.DISTINCT[column])]
 
 
-def last_hour(db: Database, limit: int) -> list[tuple[Any, ...]]:
-    """(queue, kind, minute, count) of the last hour, reading at most ``limit`` finished rows."""
-    return _rows(db, sql.LAST_HOUR, {"cap": limit})
+def last_hour(db: Database, limit: int, fresh: float) -> list[tuple[Any, ...]]:
+    """(queue, kind, minute, count) of the last hour, reading at most ``limit`` finished rows
+    (and running ones whose lock is younger than ``fresh`` seconds)."""
+    return _rows(db, sql.LAST_HOUR, {"cap": limit, "fresh": fresh})
 
 
 def _rows(

@@ -3,8 +3,12 @@
 Everything here stays fast on a table with millions of finished rows:
 
 * Small tables (under ``limits.EXACT_TABLE_BYTES`` on disk) are counted exactly with one scan.
-* On big tables, pending, running and dead jobs are counted through their partial indexes, up
-  to ``limits.COUNT_CAP`` rows each; past the cap the number is the planner's estimate.
+* On big tables, pending jobs are counted from their ready rows (``pgqueue_ready``), dead and
+  waiting ones through their partial indexes, up to ``limits.COUNT_CAP`` rows each; past the
+  cap the number is the planner's estimate. Running jobs are those whose lock is fresh (taken
+  or renewed within ``PGQUEUE_VISIBILITY_TIMEOUT``; on small tables too), counted up to
+  ``limits.COUNT_CAP`` in all, then lower bounds. None of these reads an index that keeps an
+  entry for every job run while a transaction pins the xmin horizon.
   Completed jobs have no per-queue index (that is the point of keeping the hot indexes small),
   so their count is the planner's estimate from the table statistics (``ANALYZE``): never a
   ``COUNT(*)`` over history.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from django_pgqueue.operations import stats as queries
 from django_pgqueue.sql import stats as sql
 from django_pgqueue.states import Event, JobStatus, WorkerState
 from django_pgqueue.stats import limits
-from django_pgqueue.stats.counts import Count, over_cap
+from django_pgqueue.stats.counts import Count, CountKind, over_cap
 from django_pgqueue.stats.report import LastHour, QueueReport, QueueSnapshot, QueueStats
 from django_pgqueue.stats.workers import WorkerInfo, recent_workers
 
@@ -42,7 +43,8 @@ def queue_report(using: str | None = None) -> QueueReport:
     with transaction.atomic(using=alias):
         now = queries.begin_report(db)
         workers = recent_workers(alias, now)
-        hour = LastHour.from_rows(queries.last_hour(db, limits.WINDOW_CAP), cap=limits.WINDOW_CAP)
+        rows = queries.last_hour(db, limits.WINDOW_CAP, settings.VISIBILITY_TIMEOUT)
+        hour = LastHour.from_rows(rows, cap=limits.WINDOW_CAP)
         exact, queues = _queue_stats(db, now, _known_queues(workers) | set(hour.queues))
     for stats in queues:
         stats.completed_last_minute = hour.count(stats.queue, Event.COMPLETED, last_minute=True)
@@ -83,12 +85,37 @@ def _queue_stats(db: Database, now: datetime, known: set[str]) -> tuple[bool, li
     they are exact, and the numbers)."""
     if _small_table(db):
         return True, _exact_stats(db, now, known)
-    return False, _capped_stats(db, now, sorted(known | queries.indexed_queues(db)))
+    running = _Running.read(db)
+    queues = sorted(known | queries.indexed_queues(db) | set(running.counts))
+    return False, _capped_stats(db, now, queues, running)
+
+
+@dataclass(frozen=True)
+class _Running:
+    """Running jobs per queue, those whose lock is fresh (taken or renewed within the
+    visibility timeout): exact, or lower bounds once ``limits.COUNT_CAP`` of them in all were
+    read."""
+
+    counts: dict[str, int]
+    kind: CountKind
+
+    @classmethod
+    def read(cls, db: Database) -> _Running:
+        cap = limits.COUNT_CAP
+        counts = queries.running_counts(db, settings.VISIBILITY_TIMEOUT, cap + 1)
+        return cls(counts, "at_least" if sum(counts.values()) > cap else "exact")
+
+    def of(self, queue: str) -> Count:
+        return Count(self.counts.get(queue, 0), self.kind)
 
 
 def queue_names(using: str | None = None) -> list[str]:
     """Queue names for the admin's filter, without a ``DISTINCT`` over a big table."""
-    return sorted(_known_queues([]) | _column_values(using, "queue", queries.indexed_queues))
+
+    def indexed(db: Database) -> set[str]:
+        return queries.indexed_queues(db) | set(_Running.read(db).counts)
+
+    return sorted(_known_queues([]) | _column_values(using, "queue", indexed))
 
 
 def job_names(using: str | None = None) -> list[str]:
@@ -124,7 +151,7 @@ def _known_queues(workers: Iterable[WorkerInfo]) -> set[str]:
 
 def _exact_stats(db: Database, now: datetime, known: set[str]) -> list[QueueStats]:
     found = {}
-    for row in queries.exact_counts(db):
+    for row in queries.exact_counts(db, settings.VISIBILITY_TIMEOUT):
         queue, runnable, scheduled, running, completed, dead, waiting, oldest = row
         stats = QueueStats.empty(queue)
         stats.waiting = Count(waiting)
@@ -144,17 +171,19 @@ def _exact_stats(db: Database, now: datetime, known: set[str]) -> list[QueueStat
 _CAPPED_WHERE = {
     "runnable": sql.RUNNABLE,
     "scheduled": sql.SCHEDULED,
-    JobStatus.RUNNING.value: sql.RUNNING,
     JobStatus.DEAD.value: sql.DEAD,
     JobStatus.WAITING.value: sql.WAITING,
 }
 
 
-def _capped_stats(db: Database, now: datetime, queues: list[str]) -> list[QueueStats]:
+def _capped_stats(
+    db: Database, now: datetime, queues: list[str], running: _Running
+) -> list[QueueStats]:
     cap = limits.COUNT_CAP
     result = []
     for queue, *values, oldest in queries.capped_counts(db, queues, cap + 1):
         stats = QueueStats.empty(queue)
+        stats.running = running.of(queue)
         counted: dict[str, Any] = dict(zip(_CAPPED_WHERE, values, strict=True))
         for name, value in counted.items():
             if value <= cap:

@@ -45,8 +45,8 @@ def families(snapshot: QueueSnapshot) -> Iterator[Metric]:
 
     jobs = GaugeMetricFamily(
         "pgqueue_queue_jobs",
-        "Jobs per queue and status (exact up to 10,000 per queue and status on a big table, "
-        "then the planner's estimate).",
+        "Jobs per queue and status (running: in a worker's hand, its lock fresh; on a big "
+        "table exact up to 10,000 per queue and status, then the planner's estimate).",
         labels=["queue", "status"],
     )
     oldest = GaugeMetricFamily(

@@ -18,7 +18,7 @@ EXPLAIN (FORMAT JSON)
 SELECT queue,
     count(*) FILTER (WHERE status = 'pending' AND run_after <= statement_timestamp()),
     count(*) FILTER (WHERE status = 'pending' AND run_after > statement_timestamp()),
-    count(*) FILTER (WHERE status = 'running'),
+    count(*) FILTER (WHERE status = 'running' AND locked_at >= statement_timestamp() - make_interval(secs => %(fresh)s)),
     count(*) FILTER (WHERE status = 'completed'),
     count(*) FILTER (WHERE status = 'dead'),
     count(*) FILTER (WHERE status = 'waiting'),
@@ -28,27 +28,44 @@ GROUP BY queue
 
 -- name: CAPPED_COUNTS
 SELECT q.name,
-    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'pending' AND queue = q.name AND run_after <= statement_timestamp() LIMIT %(cap)s) s),
-    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'pending' AND queue = q.name AND run_after > statement_timestamp() LIMIT %(cap)s) s),
-    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'running' AND queue = q.name LIMIT %(cap)s) s),
+    in_place.n + later.n,
+    (SELECT count(*) FROM (SELECT 1 FROM pgqueue_ready WHERE slot = -1 AND queue = q.name AND run_after > statement_timestamp() LIMIT %(cap)s) s),
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'dead' AND queue = q.name LIMIT %(cap)s) s),
     (SELECT count(*) FROM (SELECT 1 FROM pgqueue_job WHERE status = 'waiting' AND queue = q.name LIMIT %(cap)s) s),
-    (
+    CASE WHEN in_place.n < %(cap)s AND later.n < %(cap)s
+         THEN least(in_place.oldest, later.oldest)
+         ELSE (
     SELECT min(m.run_after) FROM generate_series(-100, 100) AS p(priority)
     CROSS JOIN LATERAL (
-        SELECT run_after FROM pgqueue_job
-        WHERE status = 'pending' AND queue = q.name AND priority = p.priority
+        SELECT run_after FROM pgqueue_ready
+        WHERE queue = q.name AND priority = p.priority
         ORDER BY run_after LIMIT 1
     ) m
     WHERE m.run_after <= statement_timestamp()
-)
+) END
 FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n, min(run_after) AS oldest FROM (
+        SELECT run_after FROM pgqueue_ready WHERE slot <> -1 AND queue = q.name LIMIT %(cap)s
+    ) s
+) in_place
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n, min(run_after) AS oldest FROM (
+        SELECT run_after FROM pgqueue_ready WHERE slot = -1 AND queue = q.name AND run_after <= statement_timestamp() LIMIT %(cap)s
+    ) s
+) later
+
+-- name: RUNNING_COUNTS
+SELECT queue, count(*) FROM (
+    SELECT queue FROM pgqueue_job WHERE status = 'running' AND locked_at >= statement_timestamp() - make_interval(secs => %(fresh)s) LIMIT %(cap)s
+) r
+GROUP BY queue
 
 -- name: LOOSE_QUEUES[0]
 WITH RECURSIVE t(queue) AS (
-    (SELECT queue FROM pgqueue_job WHERE status = 'pending' ORDER BY queue LIMIT 1)
+    (SELECT queue FROM pgqueue_ready WHERE true ORDER BY queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.queue FROM pgqueue_job j WHERE j.status = 'pending' AND j.queue > t.queue
+    SELECT (SELECT j.queue FROM pgqueue_ready j WHERE true AND j.queue > t.queue
             ORDER BY j.queue LIMIT 1)
     FROM t WHERE t.queue IS NOT NULL
 )
@@ -58,14 +75,11 @@ SELECT queue FROM t WHERE queue IS NOT NULL
 WITH RECURSIVE t(queue) AS (
     (SELECT queue FROM pgqueue_job WHERE status = 'dead' ORDER BY queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.queue FROM pgqueue_job j WHERE j.status = 'dead' AND j.queue > t.queue
+    SELECT (SELECT j.queue FROM pgqueue_job j WHERE status = 'dead' AND j.queue > t.queue
             ORDER BY j.queue LIMIT 1)
     FROM t WHERE t.queue IS NOT NULL
 )
 SELECT queue FROM t WHERE queue IS NOT NULL
-
--- name: RUNNING_QUEUES
-SELECT DISTINCT queue FROM pgqueue_job WHERE status = 'running'
 
 -- name: COMMON_VALUES
 SELECT most_common_vals::text::text[] FROM pg_stats
@@ -87,12 +101,14 @@ WITH finished AS MATERIALIZED (
     ORDER BY finished_at DESC
     LIMIT %(cap)s
 ), failing AS MATERIALIZED (
-    (SELECT queue, errors FROM pgqueue_job
-     WHERE status = 'pending' AND errors <> '[]'
-       AND run_after > statement_timestamp() - interval '1 hour'
+    (SELECT j.queue, j.errors FROM pgqueue_ready r JOIN pgqueue_job j ON j.id = r.job_id
+     WHERE r.run_after > statement_timestamp() - interval '1 hour'
+       AND j.status || '' = 'pending' AND j.errors <> '[]'
      LIMIT %(cap)s)
     UNION ALL
-    (SELECT queue, errors FROM pgqueue_job WHERE status = 'running' AND errors <> '[]' LIMIT %(cap)s)
+    (SELECT queue, errors FROM pgqueue_job
+     WHERE status = 'running' AND locked_at >= statement_timestamp() - make_interval(secs => %(fresh)s) AND errors <> '[]'
+     LIMIT %(cap)s)
 ), failures AS (
     SELECT f.queue, (e ->> 'at')::timestamptz AS at
     FROM (SELECT queue, errors FROM finished WHERE errors IS NOT NULL
