@@ -1,4 +1,4 @@
--- The queue's schema after migration 0022_workflows: every pgqueue_* object.
+-- The queue's schema after migration 0023_workflows_online: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
