@@ -1,4 +1,4 @@
--- The queue's schema after migration 0023_workflows_online: every pgqueue_* object.
+-- The queue's schema after migration 0024_batch_callback_kind: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -96,9 +96,10 @@ BEGIN
         WHERE c.sig IS NOT NULL AND c.sig <> 'null'::jsonb
         ORDER BY c.n
     LOOP
-        INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, max_attempts, callback_of)
+        INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, max_attempts, callback_of, is_async)
         VALUES (cb.sig ->> 'queue', cb.sig ->> 'name', cb.sig -> 'args', cb.sig -> 'kwargs',
-                (cb.sig ->> 'priority')::smallint, (cb.sig ->> 'max_attempts')::integer, b)
+                (cb.sig ->> 'priority')::smallint, (cb.sig ->> 'max_attempts')::integer, b,
+                coalesce((cb.sig ->> 'is_async')::boolean, false))
         RETURNING id INTO new_id;
         v_fired := v_fired || jsonb_build_object('callback', cb.callback, 'job', new_id,
                                                  'at', now());
