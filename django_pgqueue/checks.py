@@ -168,7 +168,8 @@ STORAGE_CHECKS = {
     "unvalidated": (
         "django_pgqueue.E106",
         "CHECK constraints were added NOT VALID and never validated: rows written before them "
-        "may break them (S9, S11)",
+        "may break them (S9, S11, the status CHECK); or an index of the job table is invalid: "
+        "its concurrent build failed (or is under way), it enforces nothing",
     ),
     "miscounted_parents": (
         "django_pgqueue.E107",
@@ -208,7 +209,8 @@ WINDOW_HINT = (
 UNVALIDATED_HINT = (
     "Validate each: ALTER TABLE <table> VALIDATE CONSTRAINT <name> (it reads the table under "
     "a lock that lets reads and writes go on; a row it rejects stops it, named in the error). "
-    "See docs/storage.md."
+    "An invalid index: run migrate again (the migration that builds it drops it and builds it "
+    "again). See docs/storage.md."
 )
 
 #: What to do about worker rows that say listening with their connection gone.

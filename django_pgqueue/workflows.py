@@ -102,6 +102,8 @@ class Signature:
             "queue": spec.resolved_queue,
             "priority": spec.priority,
             "max_attempts": spec.resolved_max_attempts,
+            # Its kind, as enqueue() writes it (S13): the finish inserts the row, in SQL.
+            "is_async": spec.is_async,
             "args": decode_json(args_json),
             "kwargs": decode_json(kwargs_json),
         }

@@ -244,9 +244,11 @@ def test_the_bench_jobs_are_registered_when_it_runs_not_when_it_is_imported():
 def test_the_workflows_phase_measures_a_batch_and_a_chain_and_leaves_no_rows():
     from django_pgqueue.models import Batch
 
-    lines, _ = run_bench("--jobs=20", "--phases=workflows", "--no-progress", "--json")
+    lines, _ = run_bench("--jobs=20", "--phases=workflows", "--rounds=2", "--no-progress", "--json")
     details = dict(line.split(": ", 1) for line in lines[:-1] if line.startswith("workflow_"))
     assert float(details["workflow_batch_drain_ratio"]) > 0
+    ratios = json.loads(details["workflow_batch_drain_ratios"])  # a pair a round
+    assert len(ratios) == 2 and all(r > 0 for r in ratios)
     assert int(details["workflow_chain_steps"]) == 20
     assert float(details["workflow_chain_pickup_ms_p50"]) > 0
     assert bench_rows() == 0 and not Batch.objects.exists()

@@ -16,7 +16,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-from django.db import connection, connections, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -254,6 +254,35 @@ def test_the_check_names_a_constraint_a_migration_left_unvalidated():
         cursor.execute(
             "ALTER TABLE pgqueue_job VALIDATE CONSTRAINT pgqueue_job_interruptions_check"
         )
+    assert violations() == {}
+
+
+def test_the_check_names_the_status_check_and_an_index_a_concurrent_build_left_invalid():
+    # What 0022/0023 stopped half-way leave: the status CHECK not validated yet, and an index
+    # whose concurrent build failed (here a unique one, over two rows that share its key).
+    jobs.noop.enqueue()
+    jobs.noop.enqueue()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE pgqueue_job DROP CONSTRAINT pgqueue_job_status_valid, "
+            "ADD CONSTRAINT pgqueue_job_status_valid CHECK (status IN ('pending', 'waiting', "
+            "'running', 'completed', 'dead', 'cancelled')) NOT VALID"
+        )
+        with pytest.raises(IntegrityError):
+            cursor.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY pgqueue_job_broken ON pgqueue_job (name)"
+            )
+    found = violations()["unvalidated"]
+    assert found == (
+        "pgqueue_job.pgqueue_job_broken (index)",
+        "pgqueue_job.pgqueue_job_status_valid",
+    )
+    text = check_output()
+    assert "django_pgqueue.E106" in text and "pgqueue_job_broken" in text
+    assert "migrate again" in text
+    with connection.cursor() as cursor:
+        cursor.execute("DROP INDEX pgqueue_job_broken")
+        cursor.execute("ALTER TABLE pgqueue_job VALIDATE CONSTRAINT pgqueue_job_status_valid")
     assert violations() == {}
 
 

@@ -16,7 +16,7 @@ import pytest
 from django_pgqueue import batch, chain
 from django_pgqueue.models import Batch, Job
 from django_pgqueue.states import FINISHED, JobStatus
-from tests.testapp import jobs
+from tests.testapp import async_jobs, jobs
 from tests.utils import other_active_backends, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,6 +91,36 @@ def test_batch_callbacks_run_exactly_once_on_two_processes_of_four_threads(tmp_p
     assert by_callback["second success"]["counts"]["completed"] == 300
     for b in (first, second):
         assert len(Batch.objects.get(pk=b.id).fired) == 2
+
+
+def test_an_async_callback_is_stored_as_async_and_runs_on_the_event_loop(tmp_path):
+    from django_pgqueue import operations
+
+    out = tmp_path / "callbacks"
+    with batch(
+        on_success=jobs.batch_report.s(str(out), "success"),
+        on_complete=async_jobs.async_batch_report.s(str(out), "complete"),
+    ) as b:
+        jobs.add.enqueue_many([(i, i) for i in range(20)])
+        async_jobs.async_add.enqueue_many([(i, 1) for i in range(20)])
+    stored = Batch.objects.get(pk=b.id)
+    assert (stored.on_complete["is_async"], stored.on_success["is_async"]) == (True, False)
+    proc = start_worker("--threads", "2")
+    try:
+        wait_until(lambda: len(lines(out)) >= 2 and all_ended(), timeout=60)
+    finally:
+        log = stop(proc)
+    assert proc.returncode == 0, log
+    rows = {j.name: j for j in Job.objects.filter(callback_of=b.id)}
+    complete = rows[async_jobs.async_batch_report.name]
+    success = rows[jobs.batch_report.name]
+    assert (complete.is_async, complete.status) == (True, JobStatus.COMPLETED)
+    assert (success.is_async, success.status) == (False, JobStatus.COMPLETED)
+    by_callback = {line["callback"]: line for line in lines(out)}
+    assert by_callback["complete"]["job"] == complete.pk
+    assert by_callback["complete"]["thread"] == "pgqueue-asyncio"
+    db = operations.DjangoDatabase("default")
+    assert [v for v in operations.violations(db) if v.count] == []
 
 
 def test_fan_in_of_a_thousand_parents_on_two_processes_runs_the_child_once(tmp_path):

@@ -18,6 +18,7 @@ from django_pgqueue.models import Batch, Job
 from django_pgqueue.states import JobStatus
 from django_pgqueue.testing import run_jobs
 from tests.testapp import jobs
+from tests.utils import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -482,3 +483,80 @@ def test_deleting_a_batch_takes_its_tally_and_its_members_no_longer_count(tmp_pa
     assert not BatchTally.objects.filter(batch_id=b.id).exists()
     run_jobs()
     assert not out.exists()
+
+
+def test_two_outcomes_ending_members_of_two_buckets_in_opposite_orders_wait_and_never_deadlock(
+    tmp_path,
+):
+    """Each statement counts its members per bucket at its end, in the order of the buckets:
+    a statement that ends a member of bucket Y, then one of bucket X, while another transaction
+    holds X and goes on to Y, waits for it instead of holding Y (0022 counted member by member
+    in the statement's row order: the two deadlocked)."""
+    import threading
+
+    from django.db import connections
+
+    out = tmp_path / "out"
+    with batch(on_complete=jobs.batch_report.s(str(out), "complete")) as b:
+        ids = jobs.noop.enqueue_many([()] * 300)
+    buckets: dict[int, list[int]] = {}
+    for pk in sorted(ids):
+        buckets.setdefault(pk // 128, []).append(pk)
+    x, y = [members for _, members in sorted(buckets.items()) if len(members) >= 2][:2]
+    last = [x[0], x[1], y[0], y[1]]
+    Job.objects.filter(pk__in=ids).exclude(pk__in=last).update(
+        status=JobStatus.COMPLETED, finished_at=timezone.now()
+    )
+    end = (
+        "UPDATE pgqueue_job j SET status = 'completed', finished_at = now() "
+        "FROM unnest(%s::bigint[]) WITH ORDINALITY AS u(id, n) WHERE j.id = u.id"
+    )
+    first = connections.create_connection("default")
+    second = connections.create_connection("default")
+    errors: list[BaseException] = []
+    try:
+        first.set_autocommit(False)
+        with first.cursor() as cursor:  # holds bucket X's tally row until it commits
+            cursor.execute(end, [[x[0]]])
+        with second.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+            # Its rows in the array's order, as an outcome statement takes them in its
+            # document's: a nested loop from the array to the jobs' primary key.
+            cursor.execute("SET enable_hashjoin = off")
+            cursor.execute("SET enable_mergejoin = off")
+            cursor.execute("SET enable_seqscan = off")
+
+        def opposite() -> None:  # bucket Y's member first, then bucket X's
+            try:
+                with second.cursor() as cursor:
+                    cursor.execute(end, [[y[0], x[1]]])
+            except BaseException as exc:  # reported by the test
+                errors.append(exc)
+
+        second.inc_thread_sharing()
+        thread = threading.Thread(target=opposite)
+        thread.start()
+
+        def waiting() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid]
+                )
+                return bool(cursor.fetchone()[0])
+
+        wait_until(lambda: errors or waiting(), timeout=30)
+        assert not errors, errors
+        with first.cursor() as cursor:  # on to bucket Y: free, the other waits for X first
+            cursor.execute(end, [[y[1]]])
+        first.commit()
+        thread.join(30)
+        second.dec_thread_sharing()
+    finally:
+        first.close()
+        second.close()
+    assert not errors, errors
+    assert Job.objects.filter(pk__in=ids, status=JobStatus.COMPLETED).count() == 300
+    row = Batch.objects.get(pk=b.id)
+    assert row.finished_at is not None and [f["callback"] for f in row.fired] == ["on_complete"]
+    assert list(operations.violations(operations.DjangoDatabase("default"))) == []

@@ -17,6 +17,11 @@
   callbacks in the transaction of its last member's outcome, once.
 
 The rules they keep are F1-F4 and B1 in docs/storage.md. The SQL is frozen here.
+
+Nothing here reads ``pgqueue_job`` whole under a lock: its new columns have constant defaults
+(no rewrite), the status CHECK is added ``NOT VALID``, and its new indexes and the unique key's
+wider index are built by ``0023_workflows_online``, which validates the CHECK too, each in a
+transaction of its own that lets enqueues and claims go on.
 """
 
 from __future__ import annotations
@@ -418,6 +423,17 @@ DROP FUNCTION pgqueue_flow_settle(bigint, text, text, bigint);
 DROP FUNCTION pgqueue_flow_cancel(bigint, text, bigint);
 """
 
+STATUS_CHECK = """
+ALTER TABLE pgqueue_job DROP CONSTRAINT pgqueue_job_status_valid,
+    ADD CONSTRAINT pgqueue_job_status_valid CHECK (
+        status IN ('pending', 'waiting', 'running', 'completed', 'dead', 'cancelled')) NOT VALID;
+"""
+STATUS_CHECK_BACKWARD = """
+ALTER TABLE pgqueue_job DROP CONSTRAINT pgqueue_job_status_valid,
+    ADD CONSTRAINT pgqueue_job_status_valid CHECK (
+        status IN ('pending', 'running', 'completed', 'dead', 'cancelled'));
+"""
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -524,14 +540,6 @@ class Migration(migrations.Migration):
                 "db_table": "pgqueue_job_dependency",
             },
         ),
-        migrations.RemoveConstraint(
-            model_name="job",
-            name="pgqueue_job_unique_active",
-        ),
-        migrations.RemoveConstraint(
-            model_name="job",
-            name="pgqueue_job_status_valid",
-        ),
         migrations.AddField(
             model_name="job",
             name="dependents",
@@ -600,44 +608,26 @@ class Migration(migrations.Migration):
                 to="django_pgqueue.batch",
             ),
         ),
-        migrations.AddIndex(
-            model_name="job",
-            index=models.Index(
-                condition=models.Q(("status", "waiting")),
-                fields=["queue", "id"],
-                name="pgqueue_job_waiting",
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="job",
-            index=models.Index(
-                condition=models.Q(("batch__isnull", False)),
-                fields=["batch", "id"],
-                name="pgqueue_job_batch",
-            ),
-        ),
-        migrations.AddConstraint(
-            model_name="job",
-            constraint=models.UniqueConstraint(
-                models.F("queue"),
-                models.F("unique_key"),
-                condition=models.Q(
-                    ("status__in", ["pending", "running", "waiting"]), ("unique_key__isnull", False)
+        # The status CHECK takes `waiting` in without reading the table under this
+        # transaction's lock: NOT VALID here, validated by 0023 in a transaction of its own.
+        migrations.RunSQL(
+            STATUS_CHECK,
+            STATUS_CHECK_BACKWARD,
+            state_operations=[
+                migrations.RemoveConstraint(model_name="job", name="pgqueue_job_status_valid"),
+                migrations.AddConstraint(
+                    model_name="job",
+                    constraint=models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "status__in",
+                                ["pending", "waiting", "running", "completed", "dead", "cancelled"],
+                            )
+                        ),
+                        name="pgqueue_job_status_valid",
+                    ),
                 ),
-                name="pgqueue_job_unique_active",
-            ),
-        ),
-        migrations.AddConstraint(
-            model_name="job",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    (
-                        "status__in",
-                        ["pending", "waiting", "running", "completed", "dead", "cancelled"],
-                    )
-                ),
-                name="pgqueue_job_status_valid",
-            ),
+            ],
         ),
         migrations.AddField(
             model_name="batchtally",

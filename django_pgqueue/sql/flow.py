@@ -1,10 +1,11 @@
 """Statements of workflows: jobs enqueued after others, and batches (docs/workflows.md).
 
 What a parent's end does to its dependents, and a member's to its batch, the triggers of
-``0022_workflows`` do (their functions: ``sql/schema.sql``), in the transaction of the outcome:
-``pgqueue_flow_settle`` (release, cascade, retry), ``pgqueue_batch_count`` and
-``pgqueue_batch_finish``. These statements write what the enqueue adds (the edges, the batch
-and its seal) and read what a job or the admin asks.
+``0022_workflows`` and ``0025_batch_tally_per_statement`` do (their functions:
+``sql/schema.sql``), in the transaction of the outcome: ``pgqueue_flow_settle`` (release,
+cascade, retry), ``pgqueue_batch_members`` (a statement's members per bucket; a delete:
+``pgqueue_batch_count``) and ``pgqueue_batch_finish``. These statements write what the enqueue
+adds (the edges, the batch and its seal) and read what a job or the admin asks.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django_pgqueue.states import ACTIVE, FINISHED, sql_list
 DEPENDENCY_TABLE = "pgqueue_job_dependency"
 BATCH_TABLE = "pgqueue_batch"
 TALLY_TABLE = "pgqueue_batch_tally"
-#: Member ids per bucket of a batch's tally (``pgqueue_batch_count``: ``id / 128``).
+#: Member ids per bucket of a batch's tally (``pgqueue_batch_members``: ``id / 128``).
 BUCKET = 128
 
 #: Of ``%s`` (job ids), those that exist.

@@ -21,7 +21,8 @@
   buckets left, or its being finished, disagrees with its members (named ``batch #<id>``).
 * S9, S11 ``unvalidated``: a CHECK constraint of the queue's tables added ``NOT VALID`` whose
   validation did not run (a migration stopped between its two steps): the database enforces it
-  on new writes only, so rows written before may break it (reported; validate it).
+  on new writes only, so rows written before may break it (reported; validate it). Also an
+  invalid index of the job table: a concurrent build that failed (or is under way).
 
 :data:`VIOLATIONS` reads them in one statement (one snapshot: right while workers drain), each
 as a count and the first ids. The triggers keep every one of them in the job's own
@@ -138,12 +139,17 @@ _MISCOUNTED_BATCHES = f"""SELECT 'batch #' || b.id AS id FROM {BATCH_TABLE} b
             ON t.bucket = m.bucket
             WHERE m.n IS DISTINCT FROM t.n))"""
 
-# S9 and S11 are CHECK constraints that migrations add ``NOT VALID`` and validate in a second
-# transaction (its lock lets reads and writes go on): a migration stopped between the two
-# leaves one that holds for new rows only.
+# S9, S11 and the status CHECK (``0022_workflows``) are CHECK constraints that migrations add
+# ``NOT VALID`` and validate in a second transaction (its lock lets reads and writes go on): a
+# migration stopped between the two leaves one that holds for new rows only. The job table's
+# indexes are built ``CONCURRENTLY`` since ``0023_workflows_online``: a build that failed (or
+# one under way) leaves an invalid index, which no query uses and which enforces nothing.
 _UNVALIDATED = f"""SELECT c.conrelid::regclass::text || '.' || c.conname AS id FROM pg_constraint c
     WHERE c.conrelid IN ('{TABLE}'::regclass, '{READY_TABLE}'::regclass, '{WINDOW_TABLE}'::regclass)
-      AND c.contype = 'c' AND NOT c.convalidated"""
+      AND c.contype = 'c' AND NOT c.convalidated
+    UNION ALL
+    SELECT i.indrelid::regclass::text || '.' || i.indexrelid::regclass::text || ' (index)'
+    FROM pg_index i WHERE i.indrelid = '{TABLE}'::regclass AND NOT i.indisvalid"""
 
 # S12: what ``sql.rota.PEERS`` corrects at each reading of the rota, read the same way.
 _DEAF_LISTENERS = f"""SELECT w.worker_id AS id FROM {WORKER_TABLE} w

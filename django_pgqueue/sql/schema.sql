@@ -1,4 +1,4 @@
--- The queue's schema after migration 0022_workflows: every pgqueue_* object.
+-- The queue's schema after migration 0025_batch_tally_per_statement: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -62,6 +62,19 @@ BEGIN
 END;
 $$;
 
+-- FUNCTION pgqueue_batch_counted(bigint, integer, integer)
+CREATE FUNCTION public.pgqueue_batch_counted(b bigint, d_open integer, d_failing integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pgqueue_batch SET buckets_left = buckets_left + d_open,
+        failed_buckets = failed_buckets + d_failing,
+        finished_at = CASE WHEN buckets_left + d_open > 0 THEN NULL ELSE finished_at END
+    WHERE id = b;
+    PERFORM pgqueue_batch_finish(b);
+END;
+$$;
+
 -- FUNCTION pgqueue_batch_delete()
 CREATE FUNCTION public.pgqueue_batch_delete() RETURNS trigger
     LANGUAGE plpgsql
@@ -96,9 +109,10 @@ BEGIN
         WHERE c.sig IS NOT NULL AND c.sig <> 'null'::jsonb
         ORDER BY c.n
     LOOP
-        INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, max_attempts, callback_of)
+        INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, max_attempts, callback_of, is_async)
         VALUES (cb.sig ->> 'queue', cb.sig ->> 'name', cb.sig -> 'args', cb.sig -> 'kwargs',
-                (cb.sig ->> 'priority')::smallint, (cb.sig ->> 'max_attempts')::integer, b)
+                (cb.sig ->> 'priority')::smallint, (cb.sig ->> 'max_attempts')::integer, b,
+                coalesce((cb.sig ->> 'is_async')::boolean, false))
         RETURNING id INTO new_id;
         v_fired := v_fired || jsonb_build_object('callback', cb.callback, 'job', new_id,
                                                  'at', now());
@@ -107,29 +121,56 @@ BEGIN
 END;
 $$;
 
--- FUNCTION pgqueue_batch_member()
-CREATE FUNCTION public.pgqueue_batch_member() RETURNS trigger
+-- FUNCTION pgqueue_batch_members()
+CREATE FUNCTION public.pgqueue_batch_members() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    d_unfinished integer := (NEW.status NOT IN ('completed', 'dead', 'cancelled'))::integer
-        - (OLD.status NOT IN ('completed', 'dead', 'cancelled'))::integer;
-    d_failed integer := (NEW.status IN ('dead', 'cancelled'))::integer
-        - (OLD.status IN ('dead', 'cancelled'))::integer;
-    new_u integer;
-    new_f integer;
+    g record;
+    t record;
+    cur bigint := NULL;
+    opened integer := 0;
+    failing integer := 0;
 BEGIN
-    IF d_unfinished = 0 AND d_failed = 0 THEN
+    -- Most statements end no member (a plain job's claim or outcome, a member's claim or
+    -- heartbeat): two scans of the rows it changed, and nothing else.
+    IF NOT EXISTS (SELECT 1 FROM pgqueue_new_rows
+                   WHERE batch_id IS NOT NULL AND status IN ('completed', 'dead', 'cancelled'))
+       AND NOT EXISTS (SELECT 1 FROM pgqueue_old_rows
+                       WHERE batch_id IS NOT NULL AND status IN ('completed', 'dead', 'cancelled'))
+    THEN
         RETURN NULL;
     END IF;
-    UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
-        failed = failed + d_failed
-    WHERE batch_id = NEW.batch_id AND bucket = NEW.id / 128
-    RETURNING unfinished, failed INTO new_u, new_f;
-    IF NOT FOUND THEN
-        PERFORM pgqueue_batch_count(NEW.batch_id, NEW.id, OLD.status, NEW.status);
-    ELSIF (new_u > 0) <> (new_u - d_unfinished > 0) OR new_u = 0 THEN
-        PERFORM pgqueue_batch_bucket(NEW.batch_id, new_u, new_f, d_unfinished, d_failed);
+    FOR g IN
+        SELECT n.batch_id AS b, n.id / 128 AS bucket,
+            sum((n.status NOT IN ('completed', 'dead', 'cancelled'))::integer
+                - (o.status NOT IN ('completed', 'dead', 'cancelled'))::integer)::integer AS d_u,
+            sum((n.status IN ('dead', 'cancelled'))::integer
+                - (o.status IN ('dead', 'cancelled'))::integer)::integer AS d_f
+        FROM pgqueue_new_rows n JOIN pgqueue_old_rows o ON o.id = n.id
+        WHERE n.batch_id IS NOT NULL AND o.status IS DISTINCT FROM n.status
+          AND (n.status IN ('completed', 'dead', 'cancelled')
+               OR o.status IN ('completed', 'dead', 'cancelled'))
+        GROUP BY 1, 2
+        ORDER BY 1, 2
+    LOOP
+        IF g.d_u = 0 AND g.d_f = 0 THEN
+            CONTINUE;
+        END IF;
+        IF cur IS DISTINCT FROM g.b THEN
+            IF cur IS NOT NULL AND (opened <> 0 OR failing <> 0) THEN
+                PERFORM pgqueue_batch_counted(cur, opened, failing);
+            END IF;
+            cur := g.b;
+            opened := 0;
+            failing := 0;
+        END IF;
+        SELECT * INTO t FROM pgqueue_batch_tally_add(g.b, g.bucket, g.d_u, g.d_f);
+        opened := opened + t.d_open;
+        failing := failing + t.d_failing;
+    END LOOP;
+    IF cur IS NOT NULL AND (opened <> 0 OR failing <> 0) THEN
+        PERFORM pgqueue_batch_counted(cur, opened, failing);
     END IF;
     RETURN NULL;
 END;
@@ -157,6 +198,40 @@ BEGIN
                           WHERE t.batch_id = b AND t.unfinished = 0 AND t.failed > 0)
     WHERE id = b;
     PERFORM pgqueue_batch_finish(b);
+END;
+$$;
+
+-- FUNCTION pgqueue_batch_tally_add(bigint, bigint, integer, integer)
+CREATE FUNCTION public.pgqueue_batch_tally_add(b bigint, bucket_no bigint, d_unfinished integer, d_failed integer, OUT d_open integer, OUT d_failing integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    sealed boolean;
+    new_u integer;
+    new_f integer;
+BEGIN
+    d_open := 0;
+    d_failing := 0;
+    UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+        failed = failed + d_failed
+    WHERE batch_id = b AND bucket = bucket_no
+    RETURNING unfinished, failed INTO new_u, new_f;
+    IF NOT FOUND THEN
+        SELECT sealed_at IS NOT NULL INTO sealed FROM pgqueue_batch WHERE id = b FOR SHARE;
+        IF sealed IS NULL OR NOT sealed THEN
+            RETURN;
+        END IF;
+        UPDATE pgqueue_batch_tally SET unfinished = unfinished + d_unfinished,
+            failed = failed + d_failed
+        WHERE batch_id = b AND bucket = bucket_no
+        RETURNING unfinished, failed INTO new_u, new_f;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    d_open := (new_u > 0)::integer - (new_u - d_unfinished > 0)::integer;
+    d_failing := (new_u = 0 AND new_f > 0)::integer
+        - (new_u - d_unfinished = 0 AND new_f - d_failed > 0)::integer;
 END;
 $$;
 
@@ -1486,8 +1561,8 @@ ALTER INDEX public.pgqueue_ready_async_queue ATTACH PARTITION public.pgqueue_rea
 -- TRIGGER pgqueue_batch pgqueue_batch_delete
 CREATE TRIGGER pgqueue_batch_delete AFTER DELETE ON public.pgqueue_batch REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_batch_delete();
 
--- TRIGGER pgqueue_job pgqueue_job_batch_member
-CREATE TRIGGER pgqueue_job_batch_member AFTER UPDATE OF status ON public.pgqueue_job FOR EACH ROW WHEN (((new.batch_id IS NOT NULL) AND ((old.status)::text IS DISTINCT FROM (new.status)::text) AND (((new.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[])) OR ((old.status)::text = ANY ((ARRAY['completed'::character varying, 'dead'::character varying, 'cancelled'::character varying])::text[]))))) EXECUTE FUNCTION public.pgqueue_batch_member();
+-- TRIGGER pgqueue_job pgqueue_job_batch_members
+CREATE TRIGGER pgqueue_job_batch_members AFTER UPDATE ON public.pgqueue_job REFERENCING OLD TABLE AS pgqueue_old_rows NEW TABLE AS pgqueue_new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.pgqueue_batch_members();
 
 -- TRIGGER pgqueue_job pgqueue_job_flow_delete
 CREATE TRIGGER pgqueue_job_flow_delete AFTER DELETE ON public.pgqueue_job FOR EACH ROW WHEN ((old.dependents OR (old.parents_left IS NOT NULL) OR (old.batch_id IS NOT NULL))) EXECUTE FUNCTION public.pgqueue_flow_delete();

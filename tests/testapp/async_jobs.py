@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -178,3 +180,17 @@ async def async_ignores_cancel_until(marks: str, release: str) -> str:
             _mark(marks, f"swallowed {current_job().id}")
     _mark(marks, f"finished {current_job().id}")
     return "done"
+
+
+@job
+async def async_batch_report(path: str, callback: str) -> None:
+    """An ``async def`` batch callback: appends which one ran, its id, and the thread it ran on
+    (the worker's event loop runs in ``pgqueue-asyncio``)."""
+    await asyncio.sleep(0)
+    line = {
+        "callback": callback,
+        "job": current_job().id,
+        "thread": threading.current_thread().name,
+    }
+    with open(path, "a") as fh:
+        fh.write(json.dumps(line) + "\n")

@@ -52,6 +52,7 @@ class BenchOptions:
     claim_jobs: int = 10_000
     claim_repeats: int = 5
     phases: Sequence[str] | None = None  # None: every phase of ``bench.PHASES``
+    rounds: int = 3  # interleaved pairs of drains of the workflows phase (as ``--compare``'s)
 
     def resolved_batch_size(self) -> int:
         return self.batch_size if self.batch_size is not None else settings.BATCH_SIZE

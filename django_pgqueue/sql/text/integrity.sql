@@ -45,7 +45,10 @@ SELECT 'unvalidated' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT c.conrelid::regclass::text || '.' || c.conname AS id FROM pg_constraint c
     WHERE c.conrelid IN ('pgqueue_job'::regclass, 'pgqueue_ready'::regclass, 'pgqueue_rate_window'::regclass)
-      AND c.contype = 'c' AND NOT c.convalidated) v
+      AND c.contype = 'c' AND NOT c.convalidated
+    UNION ALL
+    SELECT i.indrelid::regclass::text || '.' || i.indexrelid::regclass::text || ' (index)'
+    FROM pg_index i WHERE i.indrelid = 'pgqueue_job'::regclass AND NOT i.indisvalid) v
 UNION ALL
 SELECT 'miscounted_parents' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first

@@ -1,7 +1,10 @@
 """``workflows``: what batches and chains cost (docs/workflows.md, issue 33).
 
-* The same no-op jobs drained by ``run_jobs --burst``, plain, then as the members of one batch
-  (with an ``on_complete``): the batch's drain over the plain one -> ``workflow_batch_drain_ratio``.
+* The same no-op jobs drained by ``run_jobs --burst``, plain and as the members of one batch
+  (with an ``on_complete``), in ``--rounds`` pairs, the order swapped each round: the batch's
+  drain over the plain one -> ``workflow_batch_drain_ratio`` (the median pair; every pair in
+  ``workflow_batch_drain_ratios``). A shared machine moves a drain by a third from run to run:
+  one pair says little.
 * A chain of steps on an idle worker: from a step's end (its ``finished_at``) to the next
   step's first line -> ``workflow_chain_pickup_ms_p50/p99``.
 """
@@ -9,6 +12,7 @@
 from __future__ import annotations
 
 import itertools
+import statistics
 import time
 from typing import TYPE_CHECKING
 
@@ -33,19 +37,37 @@ def workflows(bench: BenchContext) -> None:
     noop = bench.jobs.noop.using(queue=bench.queue)
     payloads = [()] * count
 
-    bench.progress.start(f"workflows: {count:,} plain jobs, then a batch of {count:,}", 2)
-    noop.enqueue_many(payloads)
-    plain = _drain(bench, "plain", count)
-    bench.progress.update(1)
-    with batch(on_complete=noop.s(), description="pgqueue_bench") as b:
+    rounds = bench.options.rounds
+
+    def plain() -> float:
         noop.enqueue_many(payloads)
-    batched = _drain(bench, "batch", count + 1)  # and its callback
-    _delete_batch(b.pk)
+        return _drain(bench, "plain", count)
+
+    def batched() -> float:
+        with batch(on_complete=noop.s(), description="pgqueue_bench") as b:
+            noop.enqueue_many(payloads)
+        seconds = _drain(bench, "batch", count + 1)  # and its callback
+        _delete_batch(b.pk)
+        return seconds
+
+    bench.progress.start(
+        f"workflows: {rounds} pairs of {count:,} plain jobs and a batch of {count:,}", 2 * rounds
+    )
+    pairs = []
+    for index in range(rounds):
+        first, second = (plain, batched) if index % 2 == 0 else (batched, plain)
+        one = first()
+        bench.progress.update(1)
+        other = second()
+        bench.progress.update(1)
+        pairs.append((one, other) if first is plain else (other, one))
+    ratios = [b / p for p, b in pairs]
     result = bench.result
-    result.details["workflow_plain_drain_s"] = round(plain, 4)
-    result.details["workflow_batch_drain_s"] = round(batched, 4)
-    result.details["workflow_batch_drain_ratio"] = round(batched / plain, 3)
-    bench.progress.finish(f"batch / plain: {batched / plain:.3f}")
+    result.details["workflow_plain_drain_s"] = round(statistics.median(p for p, _ in pairs), 4)
+    result.details["workflow_batch_drain_s"] = round(statistics.median(b for _, b in pairs), 4)
+    result.details["workflow_batch_drain_ratio"] = round(statistics.median(ratios), 3)
+    result.details["workflow_batch_drain_ratios"] = [round(r, 3) for r in ratios]
+    bench.progress.finish(f"batch / plain: {statistics.median(ratios):.3f} (median)")
 
     steps = min(CHAIN_STEPS, count)
     bench.progress.start(f"workflows: a chain of {steps:,} steps", steps)

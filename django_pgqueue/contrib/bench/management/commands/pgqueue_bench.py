@@ -142,7 +142,8 @@ class Command(BaseCommand):
             "--rounds",
             type=of(RULES["rounds"]),
             default=CompareOptions().rounds,
-            help=f"Rounds of --compare (default: {CompareOptions().rounds}).",
+            help=f"Rounds of --compare, and interleaved pairs of drains (plain, batch) of "
+            f"--phases workflows (default: {CompareOptions().rounds}).",
         )
         self.add_scenario_arguments(parser)
         parser.add_argument(
@@ -339,6 +340,7 @@ class Command(BaseCommand):
                 claim_jobs=options["claim_jobs"],
                 claim_repeats=options["claim_repeats"],
                 phases=phases,
+                rounds=options["rounds"],
             ),
             progress=progress,
         ).run()
