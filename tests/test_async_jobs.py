@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connection, connections
 
-from django_pgqueue import current_job, operations
+from django_pgqueue import current_job, operations, pause_queue
 from django_pgqueue.exceptions import InvalidJobArguments
 from django_pgqueue.models import Job
 from django_pgqueue.states import JobStatus
@@ -103,6 +103,27 @@ def test_a_claim_takes_each_kind_within_its_own_room():
     assert sorted(j.pk for j in claimed) == async_ids[3:]
     # The manager's claim (no async_limit): either kind, ``limit`` in all.
     assert len(Job.objects.claim("w", None, 2)) == 2
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_a_claim_without_room_for_async_jobs_leaves_them_for_the_next(limited):
+    """No room for async jobs (``async_limit=0``): the claim runs without their branch
+    (``sql.ready.by_kind``), plain or limited, and takes sync jobs only, however many async
+    ones come first; with room, the next takes them."""
+    async_ids = async_jobs.async_noop.enqueue_many([()] * 3)
+    sync_ids = [jobs.noop.enqueue().pk for _ in range(3)]
+    if limited:
+        pause_queue("elsewhere")  # any queue with settings: the limited claim
+    db = operations.DjangoDatabase("default")
+
+    def claim(limit: int, async_limit: int) -> list[int]:
+        request = operations.ClaimRequest(
+            worker_id="w", limit=limit, async_limit=async_limit, visibility_timeout=60
+        )
+        return sorted(j.pk for j in operations.claim(db, request)[0])
+
+    assert claim(10, 0) == sync_ids
+    assert claim(10, 10) == async_ids
 
 
 def test_an_async_job_called_directly_has_a_standalone_current_job():

@@ -21,7 +21,7 @@ from django_pgqueue.models import Job, Worker
 from django_pgqueue.sql.rota import channel, listener_name
 from django_pgqueue.states import JobStatus
 from django_pgqueue.worker.rota import Rota, Wake
-from tests.testapp import jobs
+from tests.testapp import async_jobs, jobs
 from tests.utils import output, start_worker, stop, wait_until, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -180,6 +180,37 @@ def test_an_older_payload_or_one_sent_by_hand_wakes_every_worker_of_the_queue() 
     assert Wake.parse("default 41 3") == Wake("default", 41, 3, 0)
     assert Wake.parse("default 41 3 2") == Wake("default", 41, 3, 2)
     assert Wake.parse("default x") == Wake("default x")
+    # The kinds (0026_wake_kinds); anything else: either kind.
+    assert Wake.parse("default 41 3 0 s") == Wake("default", 41, 3, 0, kinds="s")
+    assert not Wake.parse("default 41 3 0 s").may_be_async
+    assert Wake.parse("default 41 3 0 sa").may_be_async
+    assert Wake.parse("default 41 3 0 a").may_be_async
+    assert Wake.parse("default 41 3 0 x").kinds is None
+    assert Wake.parse("default 41 3").may_be_async
+
+
+def test_a_wake_up_says_the_kinds_of_its_jobs() -> None:
+    """Sync jobs, async ones, both in one transaction, and jobs of unknown kind (a retry by
+    hand: any kind): the payload's kinds, kept when the wake is passed on."""
+    with a_listening_worker() as conn:
+        jobs.noop.enqueue()
+        async_jobs.async_noop.enqueue()
+        with transaction.atomic():
+            jobs.noop.enqueue()
+            async_jobs.async_noop.enqueue_many([()] * 3)
+        retried = jobs.noop.enqueue()
+        Job.objects.filter(pk=retried.pk).update(status=JobStatus.DEAD)
+        operations.retry(Job.objects.filter(pk=retried.pk))
+        wakes = heard(conn)
+        assert [(w.jobs, w.kinds) for w in wakes] == [
+            (1, "s"),
+            (1, "a"),
+            (4, "sa"),
+            (1, "s"),
+            (1, None),
+        ]
+        operations.pass_wake(operations.DjangoDatabase("default"), "w1", "default", 7, 2, 1, "a")
+        assert heard(conn) == [Wake("default", 7, 2, 1, kinds="a")]
 
 
 def register(*worker_ids: str, queues: list[str] | None = None) -> None:
@@ -332,6 +363,23 @@ def test_a_trickle_wakes_one_of_four_idle_workers_a_job() -> None:
     print(f"{during} claims for {len(ids)} jobs, run by {sorted(ran_by)}")
     assert during <= 2 * len(ids), "\n".join(logs)
     assert len(ran_by) >= 2
+
+
+def test_a_worker_woken_for_sync_jobs_still_hears_of_async_ones() -> None:
+    """An idle worker woken for sync jobs claims without the async jobs' branch once its last
+    look found none; a wake-up about async jobs makes it look again at once (the poll is two
+    minutes away: only the wake can explain the pickup)."""
+    env = worker_env(PGQUEUE_REPAIR_INTERVAL="600", PGQUEUE_POLL_INTERVAL="120")
+    worker = start_worker("--threads", "1", "--worker-id", "kinds-1", env=env)
+    try:
+        wait_until(lambda: listeners() >= 1, timeout=60)
+        for enqueue in [jobs.noop.enqueue, jobs.noop.enqueue, async_jobs.async_noop.enqueue] * 2:
+            job = enqueue()
+            done = lambda j=job: Job.objects.get(pk=j.pk).status == JobStatus.COMPLETED  # noqa: E731
+            wait_until(done, timeout=30)
+    finally:
+        log = stop(worker)
+    assert Job.objects.filter(status=JobStatus.COMPLETED, attempts=1).count() == 6, log
 
 
 def test_a_bulk_enqueue_is_passed_on_until_the_workers_have_it_all() -> None:

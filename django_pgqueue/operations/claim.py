@@ -108,6 +108,25 @@ def limited_claim_needed(db: Database) -> bool:
         return bool(cursor.fetchone()[0])
 
 
+_FRESH_STATEMENTS = {
+    # (limited, named queues, sync only): the statement
+    (False, False, False): sql.CLAIM_ALL_QUEUES,
+    (False, True, False): sql.CLAIM_NAMED_QUEUES,
+    (False, False, True): sql.CLAIM_ALL_QUEUES_SYNC_ONLY,
+    (False, True, True): sql.CLAIM_NAMED_QUEUES_SYNC_ONLY,
+    (True, False, False): limits_sql.LIMITED_CLAIM_ALL_QUEUES,
+    (True, True, False): limits_sql.LIMITED_CLAIM_NAMED_QUEUES,
+    (True, False, True): limits_sql.LIMITED_CLAIM_ALL_QUEUES_SYNC_ONLY,
+    (True, True, True): limits_sql.LIMITED_CLAIM_NAMED_QUEUES_SYNC_ONLY,
+}
+
+
+def _fresh_statement(limited: bool, named: bool, *, sync_only: bool) -> str:
+    """The claim of fresh jobs: the limited one or not, of the worker's queues or of all, and
+    without the async jobs' branch when there is no room for them (``sql.ready.by_kind``)."""
+    return _FRESH_STATEMENTS[limited, named, sync_only]
+
+
 def claim(
     db: Database,
     request: ClaimRequest,
@@ -141,10 +160,8 @@ def claim(
         "since": None,
         "rate_limits": request.rate_limits,
     }
-    statement = limits_sql.LIMITED_CLAIM_ALL_QUEUES if controlled else sql.CLAIM_ALL_QUEUES
     if queues:
         params["queues"] = list(queues)
-        statement = limits_sql.LIMITED_CLAIM_NAMED_QUEUES if controlled else sql.CLAIM_NAMED_QUEUES
     rows: list[Any] = []
     promoted = 0
     if request.reclaim:
@@ -169,6 +186,7 @@ def claim(
         params["total"] = min(params["total"], request.fresh if promoted else 0)
     if params["total"] <= 0:
         params["limit"] = params["async_limit"] = params["total"] = 0
+    statement = _fresh_statement(controlled, bool(queues), sync_only=params["async_limit"] == 0)
     stale_rows, rows = rows, []
     for attempt in range(CLAIM_RACE_RETRIES if params["total"] > 0 else 0):
         try:

@@ -129,7 +129,7 @@ def _insert(
                 if spec.after:
                     flow.insert_edges(db, [job.pk], spec.after)
                 elif inserted[4]:  # a worker listens for the queue (sql.enqueue._LISTENED)
-                    wake_after_commit(db, queue, job.pk)
+                    wake_after_commit(db, queue, job.pk, is_async=spec.is_async)
                 for observe in observers:
                     observe(db, spec, args_json, kwargs_json, job.pk, job.run_after, False)
                 return job
@@ -177,7 +177,7 @@ def insert_many(
             ids, run_after, listened = _insert_many(db, spec, payloads, carrier, batch)
             tracing.enqueued(span, ids)
     if listened and not spec.after:
-        wake_after_commit(db, spec.resolved_queue, min(ids), len(ids))
+        wake_after_commit(db, spec.resolved_queue, min(ids), len(ids), is_async=spec.is_async)
     for observe in observers:
         for job_id, (args_json, kwargs_json) in zip(ids, payloads, strict=True):
             observe(db, spec, args_json, kwargs_json, job_id, run_after, False)
@@ -336,10 +336,22 @@ class _Wake:
         #: Jobs enqueued, by queue, and the first one's id (the notification's ticket).
         self.queues: dict[str, int] = {}
         self.tickets: dict[str, int] = {}
+        #: Their kinds, by queue: ``'s'`` and ``'a'`` (None: some of unknown kind).
+        self.kinds: dict[str, set[str] | None] = {}
 
-    def add(self, queue: str, jobs: int, first_id: int) -> None:
+    def add(self, queue: str, jobs: int, first_id: int, is_async: bool | None) -> None:
         self.queues[queue] = self.queues.get(queue, 0) + jobs
         self.tickets[queue] = min(self.tickets.get(queue, first_id), first_id)
+        kinds = self.kinds.get(queue, set())
+        if kinds is not None and is_async is not None:
+            kinds.add("a" if is_async else "s")
+        self.kinds[queue] = None if is_async is None else kinds
+
+    def kinds_of(self, queue: str) -> str | None:
+        """The payload's kinds of ``queue`` (``0026_wake_kinds``): ``'s'``, ``'a'``, ``'sa'``;
+        None when some job's kind is not known (the worker looks for either)."""
+        kinds = self.kinds[queue]
+        return None if kinds is None else "".join(k for k in "sa" if k in kinds)
 
     def __call__(self) -> None:
         if self.queues:
@@ -351,6 +363,7 @@ class _Wake:
                         "queues": names,
                         "jobs": [self.queues[q] for q in names],
                         "tickets": [self.tickets[q] for q in names],
+                        "kinds": [self.kinds_of(q) for q in names],
                     },
                 )
 
@@ -367,13 +380,15 @@ class _Wake:
 _wakes = threading.local()
 
 
-def wake_after_commit(db: Database, queue: str, first_id: int, jobs: int = 1) -> None:
-    """Wake a worker serving ``queue`` for ``jobs`` jobs (the first's id ``first_id``) once
-    the current transaction of ``db`` commits (at once outside one; never if it rolls back):
-    the jobs were written by a statement that keeps the insert trigger from notifying inside
-    the transaction (``sql.enqueue``: the commit of the caller's rows must not wait for the
-    lock every notifying commit holds). One notification a queue and transaction, whatever the
-    number of enqueues in it."""
+def wake_after_commit(
+    db: Database, queue: str, first_id: int, jobs: int = 1, *, is_async: bool | None = None
+) -> None:
+    """Wake a worker serving ``queue`` for ``jobs`` jobs (the first's id ``first_id``; their
+    kind ``is_async``, None when not known) once the current transaction of ``db`` commits
+    (at once outside one; never if it rolls back): the jobs were written by a statement that
+    keeps the insert trigger from notifying inside the transaction (``sql.enqueue``: the
+    commit of the caller's rows must not wait for the lock every notifying commit holds). One
+    notification a queue and transaction, whatever the number of enqueues in it."""
     if settings.NOTIFY != "after_commit":
         return  # the insert trigger notified (in_transaction), or nothing does (False)
     django_side = isinstance(db, DjangoDatabase)
@@ -381,10 +396,10 @@ def wake_after_commit(db: Database, queue: str, first_id: int, jobs: int = 1) ->
     _wakes.by_alias = pending
     wake = pending.get(db.alias) if django_side else None
     if wake is not None and wake.pending():
-        wake.add(queue, jobs, first_id)
+        wake.add(queue, jobs, first_id, is_async)
         return
     wake = _Wake(db)
-    wake.add(queue, jobs, first_id)
+    wake.add(queue, jobs, first_id, is_async)
     if django_side:
         pending[db.alias] = wake
     db.after_commit(wake)

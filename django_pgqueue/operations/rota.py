@@ -44,9 +44,18 @@ def _queues(value: Any) -> tuple[str, ...]:
     return tuple(str(q) for q in value or ())
 
 
-def pass_wake(db: Database, worker_id: str, queue: str, ticket: int, jobs: int, hops: int) -> None:
+def pass_wake(
+    db: Database,
+    worker_id: str,
+    queue: str,
+    ticket: int,
+    jobs: int,
+    hops: int,
+    kinds: str | None = None,
+) -> None:
     """Wake ``worker_id`` (on its own channel) for ``jobs`` jobs of ``queue``, with ``ticket``
-    (``hops`` so far, so that a wake nobody can take goes round once)."""
+    (``hops`` so far, so that a wake nobody can take goes round once) and the jobs' ``kinds``
+    (``'s'``, ``'a'``, ``'sa'``; None: unknown)."""
     with db.cursor() as cursor:
         cursor.execute(
             enqueue_sql.PASS_WAKE,
@@ -56,6 +65,7 @@ def pass_wake(db: Database, worker_id: str, queue: str, ticket: int, jobs: int, 
                 "ticket": ticket,
                 "jobs": jobs,
                 "hops": hops,
+                "kinds": kinds,
             },
         )
 

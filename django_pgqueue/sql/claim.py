@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django_pgqueue.sql import (
     CANCELLED,
     DEAD,
@@ -46,10 +48,10 @@ _FRESH_COLUMNS = (
     "r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after"
 )
 
+
 # Each kind apart (``ready.by_kind``): up to ``%(limit)s`` sync jobs, ``%(async_limit)s`` async.
-_FRESH_ALL_QUEUES = by_kind(
-    lambda kind, limit: candidates(f"{kind} AND {_FRESH_FILTER}", _KEY_LOCK, _FRESH_COLUMNS, limit)
-)
+def _fresh_of_all_queues(kind: str, limit: str) -> str:
+    return candidates(f"{kind} AND {_FRESH_FILTER}", _KEY_LOCK, _FRESH_COLUMNS, limit)
 
 
 def _fresh_of_named_queues(kind: str, limit: str) -> str:
@@ -62,9 +64,6 @@ def _fresh_of_named_queues(kind: str, limit: str) -> str:
     ) c
     LIMIT {limit}
 """
-
-
-_FRESH_NAMED_QUEUES = by_kind(_fresh_of_named_queues)
 
 
 # A stale job that has used all its attempts goes dead instead of running again; one that was
@@ -162,8 +161,15 @@ RETURNING {job_columns("j")}
 """
 
 
-CLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_ALL_QUEUES))
-CLAIM_NAMED_QUEUES = _CLAIM.format(picked=_PICK_FRESH.format(fresh=_FRESH_NAMED_QUEUES))
+def _claim_fresh(fresh: Callable[[str, str], str], *, sync_only: bool = False) -> str:
+    return _CLAIM.format(picked=_PICK_FRESH.format(fresh=by_kind(fresh, sync_only=sync_only)))
+
+
+CLAIM_ALL_QUEUES = _claim_fresh(_fresh_of_all_queues)
+CLAIM_NAMED_QUEUES = _claim_fresh(_fresh_of_named_queues)
+#: The same without the async jobs' branch: a claim with no room for them (``ready.by_kind``).
+CLAIM_ALL_QUEUES_SYNC_ONLY = _claim_fresh(_fresh_of_all_queues, sync_only=True)
+CLAIM_NAMED_QUEUES_SYNC_ONLY = _claim_fresh(_fresh_of_named_queues, sync_only=True)
 RECLAIM_ALL_QUEUES = _CLAIM.format(picked=_PICK_STALE.format(queue_filter=""))
 RECLAIM_NAMED_QUEUES = _CLAIM.format(
     picked=_PICK_STALE.format(queue_filter="AND queue = ANY(%(queues)s::text[])")

@@ -120,21 +120,23 @@ FROM STDIN
 NOTIFY_MODE = f"SELECT {_NOTIFY_MODE}, {_LISTENED}"
 
 #: Wake a worker of each of the queues ``%(queues)s`` (``%(jobs)s`` jobs each, the first one's
-#: id ``%(tickets)s``), once the jobs' transaction committed: ``pgqueue_wake`` (migration
-#: ``0020_wake_rota``) notifies, for each queue, the worker the ticket picks among the live
+#: id ``%(tickets)s``, their kinds ``%(kinds)s``: ``'s'``, ``'a'``, ``'sa'`` or NULL, unknown),
+#: once the jobs' transaction committed: ``pgqueue_wake`` (migrations ``0020_wake_rota``,
+#: ``0026_wake_kinds``) notifies, for each queue, the worker the ticket picks among the live
 #: listening workers of the queue (the rota, ``worker.rota``), on its own channel (none
 #: listening: nothing). In a
 #: transaction of its own that commits without waiting for its WAL flush: a notification lost
 #: in a crash costs a poll, never a job.
 WAKE = """SELECT set_config('synchronous_commit', 'off', true),
-    pgqueue_wake(%(queues)s::text[], %(jobs)s::int[], %(tickets)s::bigint[])"""
+    pgqueue_wake(%(queues)s::text[], %(jobs)s::int[], %(tickets)s::bigint[], %(kinds)s::text[])"""
 
 #: A worker passes a wake on to the next worker of the rota (it had no room for the jobs, or
 #: took as many as it could), on that worker's ``%(channel)s``: ``%(queue)s``, the next
-#: ``%(ticket)s``, the ``%(jobs)s`` it did not take, the ``%(hops)s`` so far.
+#: ``%(ticket)s``, the ``%(jobs)s`` it did not take, the ``%(hops)s`` so far, the jobs'
+#: ``%(kinds)s`` (NULL: unknown).
 PASS_WAKE = """SELECT set_config('synchronous_commit', 'off', true),
     pg_notify(%(channel)s::text, %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
-              || %(jobs)s::int || ' ' || %(hops)s::int)"""
+              || %(jobs)s::int || ' ' || %(hops)s::int || coalesce(' ' || %(kinds)s::text, ''))"""
 #: The workers' listener subscribes to these: new jobs (the trigger and ``NOTIFY``), control
 #: requests (cancel) and schedule changes.
 LISTEN = {

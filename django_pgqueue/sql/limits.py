@@ -165,13 +165,11 @@ _COLUMNS = (
     "r.concurrency_limit, r.rate_key, r.priority, r.run_after"
 )
 
+
 # ``ord``: the queue's place in the worker's list (served in that order), 0 for every queue.
 # Each kind apart (``ready.by_kind``): up to ``%(limit)s`` sync jobs, ``%(async_limit)s`` async.
-_FRESH_ALL_QUEUES = by_kind(
-    lambda kind, limit: candidates(
-        f"{kind} AND {_FILTER}", _KEY_LOCK, f"{_COLUMNS}, 0 AS ord", limit
-    )
-)
+def _fresh_of_all_queues(kind: str, limit: str) -> str:
+    return candidates(f"{kind} AND {_FILTER}", _KEY_LOCK, f"{_COLUMNS}, 0 AS ord", limit)
 
 
 def _fresh_of_named_queues(kind: str, limit: str) -> str:
@@ -183,8 +181,6 @@ def _fresh_of_named_queues(kind: str, limit: str) -> str:
     LIMIT {limit}
 """
 
-
-_FRESH_NAMED_QUEUES = by_kind(_fresh_of_named_queues)
 
 _ORDER_F = f"ORDER BY {claim_order('f.', 'id')}"
 
@@ -305,5 +301,12 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {job_columns("j")}
 """
 
-LIMITED_CLAIM_ALL_QUEUES = _CLAIM.format(fresh=_FRESH_ALL_QUEUES)
-LIMITED_CLAIM_NAMED_QUEUES = _CLAIM.format(fresh=_FRESH_NAMED_QUEUES)
+LIMITED_CLAIM_ALL_QUEUES = _CLAIM.format(fresh=by_kind(_fresh_of_all_queues))
+LIMITED_CLAIM_NAMED_QUEUES = _CLAIM.format(fresh=by_kind(_fresh_of_named_queues))
+#: The same without the async jobs' branch: a claim with no room for them (``ready.by_kind``).
+LIMITED_CLAIM_ALL_QUEUES_SYNC_ONLY = _CLAIM.format(
+    fresh=by_kind(_fresh_of_all_queues, sync_only=True)
+)
+LIMITED_CLAIM_NAMED_QUEUES_SYNC_ONLY = _CLAIM.format(
+    fresh=by_kind(_fresh_of_named_queues, sync_only=True)
+)

@@ -146,15 +146,20 @@ def candidates(where: str, then: str, columns: str, limit: str = "%(limit)s") ->
 #: The claims' limits by kind (``0021_job_kind``): ``%(limit)s`` sync jobs (the worker's free
 #: threads), ``%(async_limit)s`` async ones (its event loop's room), ``%(total)s::integer`` at most
 #: in all. Each kind is picked apart (:func:`by_kind`): room for one kind never fills with the
-#: other, and a kind without room reads nothing (``LIMIT 0``).
+#: other, and a kind without room reads nothing (``LIMIT 0``). A claim with no room for async
+#: jobs (``%(async_limit)s`` 0) runs its statement's sync-only variant (``sync_only``): a branch
+#: that reads nothing still costs its plan's start, the locks of eight partitions and their
+#: indexes, and reads their index pages (a third of a one-job claim, issue 31's pickup).
 SYNC, ASYNC = "NOT r.is_async", "r.is_async"
 KIND_LIMITS = {SYNC: "%(limit)s", ASYNC: "%(async_limit)s::integer"}
 
 
-def by_kind(pick: Callable[[str, str], str]) -> str:
+def by_kind(pick: Callable[[str, str], str], *, sync_only: bool = False) -> str:
     """``pick(kind, limit)`` for each kind (a condition on the ring row ``r``, and its limit
-    parameter), one after the other (``UNION ALL``): what a claim takes of each."""
-    return "\n    UNION ALL\n".join(f"({pick(kind, limit)})" for kind, limit in KIND_LIMITS.items())
+    parameter), one after the other (``UNION ALL``): what a claim takes of each; with
+    ``sync_only``, of sync jobs alone."""
+    kinds = {SYNC: KIND_LIMITS[SYNC]} if sync_only else KIND_LIMITS
+    return "\n    UNION ALL\n".join(f"({pick(kind, limit)})" for kind, limit in kinds.items())
 
 
 #: Where a moved row ``m`` goes by its job id and ``run_after``: a ring slot, or the later

@@ -1,4 +1,4 @@
--- The queue's schema after migration 0025_batch_tally_per_statement: every pgqueue_* object.
+-- The queue's schema after migration 0026_wake_kinds: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -564,6 +564,30 @@ CREATE FUNCTION public.pgqueue_wake(queues text[], jobs integer[], tickets bigin
 BEGIN
     PERFORM pg_notify(r.channel, w.q || ' ' || w.t || ' ' || w.n)
     FROM unnest(queues, jobs, tickets) AS w(q, n, t)
+    JOIN LATERAL (
+        SELECT 'pgqueue.' || left(md5(x.worker_id), 20) AS channel
+        FROM (
+            SELECT p.worker_id,
+                   row_number() OVER (ORDER BY p.worker_id COLLATE "C") - 1 AS k,
+                   count(*) OVER () AS size
+            FROM pgqueue_worker p
+            WHERE p.listening AND p.stopped_at IS NULL
+              AND p.last_seen_at > now() - interval '5 minutes'
+              AND (p.queues = '[]'::jsonb OR p.queues ? w.q)
+        ) x
+        WHERE x.k = w.t % x.size
+    ) r ON true;
+END;
+$$;
+
+-- FUNCTION pgqueue_wake(text[], integer[], bigint[], text[])
+CREATE FUNCTION public.pgqueue_wake(queues text[], jobs integer[], tickets bigint[], kinds text[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify(r.channel, w.q || ' ' || w.t || ' ' || w.n
+                                 || coalesce(' 0 ' || w.kind, ''))
+    FROM unnest(queues, jobs, tickets, kinds) AS w(q, n, t, kind)
     JOIN LATERAL (
         SELECT 'pgqueue.' || left(md5(x.worker_id), 20) AS channel
         FROM (

@@ -158,6 +158,10 @@ class Worker:
         #: Set once the shutdown starts: what ``current_job().shutdown_requested`` reads.
         self._shutdown_requested = threading.Event()
         self._woken = False
+        #: Some wake-up of this turn may be about async jobs (or of an unknown kind).
+        self._woken_for_async = False
+        #: This turn's claim answers wake-ups about sync jobs alone.
+        self._sync_wake = False
         self.cancel_timeout = (
             cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
         )
@@ -180,7 +184,10 @@ class Worker:
         self._async_ids: set[int] = set()
         #: What the claim in progress took of each kind (sync, async), as its rows say.
         self._taken = [0, 0]
-        #: Until when claims without sync room leave async jobs out (the last look found none).
+        #: Until when claims without sync room, and claims that answer wake-ups about sync jobs
+        #: alone, leave async jobs out (the last look found none): the statement without the
+        #: async jobs' branch (``sql.ready.by_kind``). A wake-up about async jobs, a poll, a
+        #: timer (a scheduled job due) look for them again.
         self._async_idle_until = 0.0
         self._listener: Listener | None = None
         self._control = RunningControl(self._executors, self._listening, self._async)
@@ -348,7 +355,11 @@ class Worker:
             if self._woken:
                 self._woken = False
                 next_claim = now
-                self._async_idle_until = now  # new jobs may be async ones: look for them too
+                if self._woken_for_async:
+                    self._async_idle_until = now  # new jobs may be async ones: look for them
+                else:
+                    self._sync_wake = True
+                self._woken_for_async = False
             if self._executors.has_deadlines and (overdue := self._executors.fail_overdue()):
                 self._writeback.extend(overdue)
                 self._replace_process([o.job_id for o in overdue], "thread")
@@ -399,6 +410,7 @@ class Worker:
                     async_want = min(async_want, budget - want)
                 got = 0
                 drained = False  # a claim came back short: nothing left this worker can take
+                self._sync_wake = False
                 if want + async_want > 0 and now >= next_claim:
                     got, (sync_got, async_got) = self._claim(want, async_want)
                     if want:
@@ -488,12 +500,13 @@ class Worker:
                 self._stopping = True
                 self._shutdown_requested.set()
             elif event is _WAKE:
-                self._woken = True
+                self._woken = self._woken_for_async = True
             elif isinstance(event, Wake):
                 if self._rota is None or event.ticket is None:
-                    self._woken = True
+                    self._woken = self._woken_for_async = True
                 elif event.direct or self._rota.mine(event.queue, event.ticket):
                     self._woken = True
+                    self._woken_for_async |= event.may_be_async
                     self._wakes.append(event)
             elif event is _SCHEDULES_CHANGED:
                 if self._schedules_task is not None:
@@ -560,8 +573,10 @@ class Worker:
         batch = min(self.batch_size, max(1, self.async_concurrency // 2))
         if room < batch and async_in_hand != async_buffered:
             room = 0  # a real batch at a time, unless the loop is idle
-        if not sync and time.monotonic() < self._async_idle_until:
-            room = 0  # the last look found none: a wake, the poll or a sync claim looks again
+        if (not sync or self._sync_wake) and time.monotonic() < self._async_idle_until:
+            # The last look found none: a wake-up about async jobs, the poll, a timer or a sync
+            # claim of its own looks again.
+            room = 0
         return sync, room
 
     def _claim(self, limit: int, async_limit: int = 0) -> tuple[int, tuple[int, int]]:

@@ -105,7 +105,9 @@ class Rota:
         if wake.ticket is None or wake.hops + 1 >= len(rota):
             return False
         ticket = wake.ticket + 1
-        operations.pass_wake(db, rota[ticket % len(rota)], wake.queue, ticket, jobs, wake.hops + 1)
+        operations.pass_wake(
+            db, rota[ticket % len(rota)], wake.queue, ticket, jobs, wake.hops + 1, wake.kinds
+        )
         return True
 
     def sharing(self) -> int:
@@ -124,7 +126,7 @@ class Rota:
 
 @dataclass(frozen=True)
 class Wake:
-    """A job notification: ``'<queue> <ticket> <jobs> [<hops>]'``."""
+    """A job notification: ``'<queue> <ticket> <jobs> [<hops> [<kinds>]]'``."""
 
     queue: str
     #: Picks the worker of the rota (None: every worker of the queue claims, as for a
@@ -136,12 +138,23 @@ class Wake:
     hops: int = 0
     #: It came on this worker's own channel: the sender picked this worker.
     direct: bool = False
+    #: The kinds of the jobs: ``'s'`` (sync), ``'a'`` (``async def``), ``'sa'``; None: not
+    #: known (the insert trigger's, an older version's), either kind.
+    kinds: str | None = None
+
+    @property
+    def may_be_async(self) -> bool:
+        """Whether async jobs may be among the jobs it is about."""
+        return self.kinds is None or "a" in self.kinds
 
     @classmethod
     def parse(cls, payload: str) -> Wake:
-        queue, *numbers = payload.split(" ")
+        queue, *fields = payload.split(" ")
+        numbers, kinds = fields[:3], fields[3] if len(fields) > 3 else None
         try:
-            ticket, jobs, hops = [int(n) for n in numbers[:3]] + [None, 1, 0][len(numbers) :]
+            ticket, jobs, hops = [int(n) for n in numbers] + [None, 1, 0][len(numbers) :]
         except ValueError:
             return cls(payload)
-        return cls(queue, ticket, jobs or 1, hops or 0)
+        if kinds is not None and (not kinds or set(kinds) - {"s", "a"}):
+            kinds = None  # not ours: either kind
+        return cls(queue, ticket, jobs or 1, hops or 0, kinds=kinds)

@@ -226,6 +226,179 @@ UPDATE pgqueue_job j SET
 WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
 
+-- name: CLAIM_ALL_QUEUES_SYNC_ONLY
+WITH fresh AS MATERIALIZED ((
+    SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE NOT r.is_async AND
+    r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_job x
+        WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s)
+), picked AS (
+    (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
+    UNION ALL
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
+     WHERE concurrency_key IS NOT NULL
+     ORDER BY concurrency_key, priority DESC, run_after, id)
+    LIMIT %(total)s::integer
+), gone AS (
+    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+), taken_0 AS (
+    DELETE FROM pgqueue_ready_0
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
+), taken_1 AS (
+    DELETE FROM pgqueue_ready_1
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 1))
+), taken_2 AS (
+    DELETE FROM pgqueue_ready_2
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 2))
+), taken_3 AS (
+    DELETE FROM pgqueue_ready_3
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 3))
+), taken_4 AS (
+    DELETE FROM pgqueue_ready_4
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 4))
+), taken_5 AS (
+    DELETE FROM pgqueue_ready_5
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 5))
+), taken_6 AS (
+    DELETE FROM pgqueue_ready_6
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 6))
+), taken_7 AS (
+    DELETE FROM pgqueue_ready_7
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 7))
+)
+UPDATE pgqueue_job j SET
+    status = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'dead' END ELSE 'running' END,
+    -- least(): a row whose counter is at the integer limit still claims (and then fails).
+    attempts = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.attempts ELSE least(j.attempts, 2147483646) + 1 END,
+    locked_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN NULL ELSE now() END,
+    locked_by = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.locked_by ELSE %(worker)s END,
+    started_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.started_at ELSE now() END,
+    finished_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN now() ELSE NULL END,
+    -- A fresh job runs in its key's place 0 (the limited claim gives the others).
+    concurrency_place = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_place END,
+    -- This claim's token, one per statement (``sql.outcomes``: fencing by claim).
+    claim_token = (SELECT nextval('pgqueue_claim_token')),
+    last_error = CASE WHEN j.status = 'running' THEN
+        'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
+        || 'attempt ' || j.attempts
+        || coalesce(' (lock taken at ' || j.locked_at || ')', ' (never locked)')
+        ELSE j.last_error END,
+    errors = CASE WHEN j.status = 'running' THEN j.errors || jsonb_build_array(
+        jsonb_build_object(
+            'attempt', j.attempts, 'worker_id', j.locked_by,
+            'exception_class', 'django_pgqueue.exceptions.WorkerLost',
+            'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
+        ELSE j.errors END
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
+
+-- name: CLAIM_NAMED_QUEUES_SYNC_ONLY
+WITH fresh AS MATERIALIZED ((
+    SELECT c.* FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    CROSS JOIN LATERAL (
+    SELECT r.slot, r.row_id, r.job_id AS id, j.job_row, r.concurrency_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.queue = q.name AND NOT r.is_async AND
+    r.slot >= 0 AND r.rate_key IS NULL
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue)
+    AND (r.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_job x
+        WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s
+    ) c
+    LIMIT %(limit)s
+)
+), picked AS (
+    (SELECT slot, row_id, id, job_row FROM fresh WHERE concurrency_key IS NULL)
+    UNION ALL
+    (SELECT DISTINCT ON (concurrency_key) slot, row_id, id, job_row FROM fresh
+     WHERE concurrency_key IS NOT NULL
+     ORDER BY concurrency_key, priority DESC, run_after, id)
+    LIMIT %(total)s::integer
+), gone AS (
+    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+), taken_0 AS (
+    DELETE FROM pgqueue_ready_0
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
+), taken_1 AS (
+    DELETE FROM pgqueue_ready_1
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 1))
+), taken_2 AS (
+    DELETE FROM pgqueue_ready_2
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 2))
+), taken_3 AS (
+    DELETE FROM pgqueue_ready_3
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 3))
+), taken_4 AS (
+    DELETE FROM pgqueue_ready_4
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 4))
+), taken_5 AS (
+    DELETE FROM pgqueue_ready_5
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 5))
+), taken_6 AS (
+    DELETE FROM pgqueue_ready_6
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 6))
+), taken_7 AS (
+    DELETE FROM pgqueue_ready_7
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 7))
+)
+UPDATE pgqueue_job j SET
+    status = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'dead' END ELSE 'running' END,
+    -- least(): a row whose counter is at the integer limit still claims (and then fails).
+    attempts = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.attempts ELSE least(j.attempts, 2147483646) + 1 END,
+    locked_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN NULL ELSE now() END,
+    locked_by = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.locked_by ELSE %(worker)s END,
+    started_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN j.started_at ELSE now() END,
+    finished_at = CASE WHEN j.status = 'running' AND (j.attempts >= j.max_attempts OR j.cancel_requested_at IS NOT NULL) THEN now() ELSE NULL END,
+    -- A fresh job runs in its key's place 0 (the limited claim gives the others).
+    concurrency_place = CASE WHEN j.status = 'pending' THEN 0 ELSE j.concurrency_place END,
+    -- This claim's token, one per statement (``sql.outcomes``: fencing by claim).
+    claim_token = (SELECT nextval('pgqueue_claim_token')),
+    last_error = CASE WHEN j.status = 'running' THEN
+        'WorkerLost: worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating during '
+        || 'attempt ' || j.attempts
+        || coalesce(' (lock taken at ' || j.locked_at || ')', ' (never locked)')
+        ELSE j.last_error END,
+    errors = CASE WHEN j.status = 'running' THEN j.errors || jsonb_build_array(
+        jsonb_build_object(
+            'attempt', j.attempts, 'worker_id', j.locked_by,
+            'exception_class', 'django_pgqueue.exceptions.WorkerLost',
+            'traceback', 'The worker stopped heartbeating; its lock expired.', 'at', now()))
+        ELSE j.errors END
+-- By the locked rows' ctid (a TID scan: no second primary-key lookup per job).
+WHERE j.ctid = ANY(ARRAY(SELECT job_row FROM picked))
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
+
 -- name: RECLAIM_ALL_QUEUES
 WITH picked AS (
     SELECT id, job_row FROM (

@@ -68,12 +68,12 @@ SELECT set_config('pgqueue.notify', %s::text, true), EXISTS (
 
 -- name: WAKE
 SELECT set_config('synchronous_commit', 'off', true),
-    pgqueue_wake(%(queues)s::text[], %(jobs)s::int[], %(tickets)s::bigint[])
+    pgqueue_wake(%(queues)s::text[], %(jobs)s::int[], %(tickets)s::bigint[], %(kinds)s::text[])
 
 -- name: PASS_WAKE
 SELECT set_config('synchronous_commit', 'off', true),
     pg_notify(%(channel)s::text, %(queue)s::text || ' ' || %(ticket)s::bigint || ' '
-              || %(jobs)s::int || ' ' || %(hops)s::int)
+              || %(jobs)s::int || ' ' || %(hops)s::int || coalesce(' ' || %(kinds)s::text, ''))
 
 -- name: LISTEN['pgqueue']
 LISTEN pgqueue

@@ -485,3 +485,376 @@ UPDATE pgqueue_job j SET
     claim_token = (SELECT nextval('pgqueue_claim_token'))
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
+
+-- name: LIMITED_CLAIM_ALL_QUEUES_SYNC_ONLY
+WITH window_room AS MATERIALIZED (
+    -- How many more starts each locked window allows: counted once per claim, not per row.
+    SELECT w.id, (w.starts - (SELECT coalesce(sum(coalesce(s.n, 1)), 0)
+        FROM unnest(w.recent, w.counts) AS s(t, n)
+        WHERE s.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END)))) AS room FROM pgqueue_rate_window w
+    WHERE w.id = ANY(%(locked)s::text[])
+), full_windows AS MATERIALIZED (
+    SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
+), candidates AS MATERIALIZED ((
+    SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after, 0 AS ord FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE NOT r.is_async AND
+    r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
+                WHERE qc.name = r.queue AND qc.paused)
+    AND (r.concurrency_key IS NULL
+         OR (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1))
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = r.queue
+        AND qc.concurrency_limit IS NOT NULL
+        AND (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue) >= qc.concurrency_limit)
+    AND (r.rate_key IS NULL OR 'key:' || r.rate_key = ANY(%(locked)s::text[]))
+    AND ('queue:' || r.queue = ANY(%(locked)s::text[]) OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_queue ql WHERE ql.name = r.queue
+        AND (ql.concurrency_limit IS NOT NULL OR ql.rate_limit IS NOT NULL)))
+    AND (NOT %(rate_limits)s
+         OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
+    AND (r.rate_key IS NULL OR NOT %(rate_limits)s
+         OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s)
+), fresh AS (
+    SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
+), ranked AS (
+    SELECT f.*,
+        row_number() OVER (PARTITION BY f.queue ORDER BY f.priority DESC, f.run_after, f.id) AS queue_n,
+        row_number() OVER (PARTITION BY f.rate_key ORDER BY f.priority DESC, f.run_after, f.id) AS rate_n
+    FROM fresh f
+), eligible AS (
+    SELECT r.* FROM ranked r
+    LEFT JOIN pgqueue_queue qc ON qc.name = r.queue
+    LEFT JOIN window_room qw ON qw.id = 'queue:' || r.queue
+    LEFT JOIN window_room kw ON kw.id = 'key:' || r.rate_key
+    WHERE (qc.concurrency_limit IS NULL
+           OR r.queue_n <= qc.concurrency_limit - (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue))
+      AND (qw.id IS NULL OR NOT %(rate_limits)s OR r.queue_n <= qw.room)
+      AND (kw.id IS NULL OR NOT %(rate_limits)s OR r.rate_n <= kw.room)
+), keyed AS (
+    SELECT e.id, e.concurrency_key, coalesce(e.concurrency_limit, 1) AS places,
+        row_number() OVER (PARTITION BY e.concurrency_key
+                           ORDER BY e.priority DESC, e.run_after, e.id) AS n
+    FROM eligible e WHERE e.concurrency_key IS NOT NULL
+), placed AS (
+    -- The n-th job of a key takes the n-th free place of that key.
+    SELECT k.id, p.place FROM keyed k
+    CROSS JOIN LATERAL (
+        SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
+        WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job x WHERE x.status = 'running'
+                          AND x.concurrency_key = k.concurrency_key
+                          AND x.concurrency_place = g.place)
+        ORDER BY g.place OFFSET k.n - 1 LIMIT 1
+    ) p
+), picked AS MATERIALIZED (
+    SELECT e.id, e.slot, e.row_id, e.queue, e.concurrency_key, e.rate_key, pl.place
+    FROM eligible e
+    LEFT JOIN placed pl ON pl.id = e.id
+    WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
+    ORDER BY e.ord, e.priority DESC, e.run_after, e.id
+    LIMIT %(total)s::integer
+), key_starts AS (
+    UPDATE pgqueue_rate_window w SET (recent, counts) = (
+        SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
+               CASE WHEN w.starts > 100
+                    THEN coalesce(array_agg(x.n ORDER BY x.t), ARRAY[]::integer[])
+                    ELSE ARRAY[]::integer[] END
+        FROM (
+            (SELECT e.t, NULL::integer AS n
+             FROM unnest(w.recent || array_fill(statement_timestamp(), ARRAY[p.n::int]), w.counts) AS e(t, c)
+             CROSS JOIN generate_series(1, least(coalesce(e.c, 1), w.starts))
+             WHERE w.starts <= 100 AND e.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             ORDER BY e.t DESC LIMIT w.starts)
+            UNION ALL
+            (SELECT b.t, sum(b.n)::integer FROM (
+                SELECT s.t, coalesce(s.n, 1) AS n FROM unnest(w.recent, w.counts) AS s(t, n)
+                UNION ALL
+                SELECT to_timestamp(
+                    floor(extract(epoch FROM statement_timestamp()) / nullif((CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END), 0)) * (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END)), p.n
+             ) b
+             WHERE w.starts > 100 AND b.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             GROUP BY b.t)
+        ) x)
+    FROM (SELECT 'key:' || rate_key AS id, count(*) AS n FROM picked
+          WHERE rate_key IS NOT NULL GROUP BY rate_key) p
+    WHERE w.id = p.id
+), queue_starts AS (
+    UPDATE pgqueue_rate_window w SET (recent, counts) = (
+        SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
+               CASE WHEN w.starts > 100
+                    THEN coalesce(array_agg(x.n ORDER BY x.t), ARRAY[]::integer[])
+                    ELSE ARRAY[]::integer[] END
+        FROM (
+            (SELECT e.t, NULL::integer AS n
+             FROM unnest(w.recent || array_fill(statement_timestamp(), ARRAY[p.n::int]), w.counts) AS e(t, c)
+             CROSS JOIN generate_series(1, least(coalesce(e.c, 1), w.starts))
+             WHERE w.starts <= 100 AND e.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             ORDER BY e.t DESC LIMIT w.starts)
+            UNION ALL
+            (SELECT b.t, sum(b.n)::integer FROM (
+                SELECT s.t, coalesce(s.n, 1) AS n FROM unnest(w.recent, w.counts) AS s(t, n)
+                UNION ALL
+                SELECT to_timestamp(
+                    floor(extract(epoch FROM statement_timestamp()) / nullif((CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END), 0)) * (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END)), p.n
+             ) b
+             WHERE w.starts > 100 AND b.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             GROUP BY b.t)
+        ) x)
+    FROM (SELECT 'queue:' || queue AS id, count(*) AS n FROM picked
+          WHERE queue IS NOT NULL GROUP BY queue) p
+    WHERE w.id = p.id
+), gone AS (
+    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+), taken_0 AS (
+    DELETE FROM pgqueue_ready_0
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
+), taken_1 AS (
+    DELETE FROM pgqueue_ready_1
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 1))
+), taken_2 AS (
+    DELETE FROM pgqueue_ready_2
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 2))
+), taken_3 AS (
+    DELETE FROM pgqueue_ready_3
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 3))
+), taken_4 AS (
+    DELETE FROM pgqueue_ready_4
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 4))
+), taken_5 AS (
+    DELETE FROM pgqueue_ready_5
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 5))
+), taken_6 AS (
+    DELETE FROM pgqueue_ready_6
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 6))
+), taken_7 AS (
+    DELETE FROM pgqueue_ready_7
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 7))
+), refill AS (
+    -- As many held rows of a queue's group as it took of them come back (``sql.held``).
+    DELETE FROM pgqueue_ready_held h WHERE h.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM (SELECT queue, count(*) AS n FROM picked WHERE (concurrency_key IS NULL AND rate_key IS NULL)
+                            GROUP BY queue) p
+        CROSS JOIN LATERAL (
+            SELECT ctid FROM pgqueue_ready_held WHERE queue = p.queue AND (concurrency_key IS NULL AND rate_key IS NULL)
+            -- queue first, as in the index of a queue's held rows: a plan that reads the
+            -- held rows in the claims' order steps over every other queue's.
+            ORDER BY queue, priority DESC, run_after, job_id
+            LIMIT p.n FOR UPDATE SKIP LOCKED) x))
+    RETURNING h.*
+), refilled AS (
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM refill m
+)
+UPDATE pgqueue_job j SET
+    status = 'running',
+    attempts = least(j.attempts, 2147483646) + 1,
+    locked_at = statement_timestamp(),
+    locked_by = %(worker)s,
+    started_at = statement_timestamp(),
+    finished_at = NULL,
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0),
+    claim_token = (SELECT nextval('pgqueue_claim_token'))
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
+
+-- name: LIMITED_CLAIM_NAMED_QUEUES_SYNC_ONLY
+WITH window_room AS MATERIALIZED (
+    -- How many more starts each locked window allows: counted once per claim, not per row.
+    SELECT w.id, (w.starts - (SELECT coalesce(sum(coalesce(s.n, 1)), 0)
+        FROM unnest(w.recent, w.counts) AS s(t, n)
+        WHERE s.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END)))) AS room FROM pgqueue_rate_window w
+    WHERE w.id = ANY(%(locked)s::text[])
+), full_windows AS MATERIALIZED (
+    SELECT coalesce(array_agg(id::text), ARRAY[]::text[]) AS ids FROM window_room WHERE room <= 0
+), candidates AS MATERIALIZED ((
+    SELECT c.*, q.ord FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    CROSS JOIN LATERAL (
+    SELECT r.slot, r.row_id, r.job_id AS id, r.queue, r.concurrency_key, r.concurrency_limit, r.rate_key, r.priority, r.run_after FROM (
+        SELECT r.slot, r.ctid AS row_id, r.job_id, r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async FROM pgqueue_ready r
+        WHERE r.queue = q.name AND NOT r.is_async AND
+    r.slot >= 0 AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc
+                WHERE qc.name = r.queue AND qc.paused)
+    AND (r.concurrency_key IS NULL
+         OR (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.concurrency_key = r.concurrency_key) < coalesce(r.concurrency_limit, 1))
+    AND NOT EXISTS (SELECT 1 FROM pgqueue_queue qc WHERE qc.name = r.queue
+        AND qc.concurrency_limit IS NOT NULL
+        AND (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue) >= qc.concurrency_limit)
+    AND (r.rate_key IS NULL OR 'key:' || r.rate_key = ANY(%(locked)s::text[]))
+    AND ('queue:' || r.queue = ANY(%(locked)s::text[]) OR NOT EXISTS (
+        SELECT 1 FROM pgqueue_queue ql WHERE ql.name = r.queue
+        AND (ql.concurrency_limit IS NOT NULL OR ql.rate_limit IS NOT NULL)))
+    AND (NOT %(rate_limits)s
+         OR NOT 'queue:' || r.queue = ANY((SELECT ids FROM full_windows)::text[]))
+    AND (r.rate_key IS NULL OR NOT %(rate_limits)s
+         OR NOT 'key:' || r.rate_key = ANY((SELECT ids FROM full_windows)::text[]))
+
+        ORDER BY r.priority DESC, r.run_after, r.job_id
+        LIMIT %(limit)s + 1000
+        FOR UPDATE SKIP LOCKED) r
+    JOIN LATERAL (
+        SELECT j.id, j.ctid AS job_row, j.status, j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async FROM pgqueue_job j
+        WHERE j.id = r.job_id
+        OFFSET 0
+        FOR UPDATE SKIP LOCKED) j
+    ON j.status = 'pending' AND j.run_after <= clock_timestamp() AND (j.queue, j.priority, j.run_after, j.concurrency_key, j.rate_key, j.concurrency_limit, j.is_async) IS NOT DISTINCT FROM (r.queue, r.priority, r.run_after, r.concurrency_key, r.rate_key, r.concurrency_limit, r.is_async)
+    WHERE (r.concurrency_key IS NULL
+        OR pg_try_advisory_xact_lock(hashtextextended('pgqueue:' || r.concurrency_key, 0)))
+    LIMIT %(limit)s
+    ) c
+    LIMIT %(limit)s
+)
+), fresh AS (
+    SELECT DISTINCT ON (id) * FROM candidates ORDER BY id
+), ranked AS (
+    SELECT f.*,
+        row_number() OVER (PARTITION BY f.queue ORDER BY f.priority DESC, f.run_after, f.id) AS queue_n,
+        row_number() OVER (PARTITION BY f.rate_key ORDER BY f.priority DESC, f.run_after, f.id) AS rate_n
+    FROM fresh f
+), eligible AS (
+    SELECT r.* FROM ranked r
+    LEFT JOIN pgqueue_queue qc ON qc.name = r.queue
+    LEFT JOIN window_room qw ON qw.id = 'queue:' || r.queue
+    LEFT JOIN window_room kw ON kw.id = 'key:' || r.rate_key
+    WHERE (qc.concurrency_limit IS NULL
+           OR r.queue_n <= qc.concurrency_limit - (SELECT count(*) FROM pgqueue_job x WHERE x.status = 'running' AND x.queue = r.queue))
+      AND (qw.id IS NULL OR NOT %(rate_limits)s OR r.queue_n <= qw.room)
+      AND (kw.id IS NULL OR NOT %(rate_limits)s OR r.rate_n <= kw.room)
+), keyed AS (
+    SELECT e.id, e.concurrency_key, coalesce(e.concurrency_limit, 1) AS places,
+        row_number() OVER (PARTITION BY e.concurrency_key
+                           ORDER BY e.priority DESC, e.run_after, e.id) AS n
+    FROM eligible e WHERE e.concurrency_key IS NOT NULL
+), placed AS (
+    -- The n-th job of a key takes the n-th free place of that key.
+    SELECT k.id, p.place FROM keyed k
+    CROSS JOIN LATERAL (
+        SELECT g.place FROM generate_series(0, k.places - 1) AS g(place)
+        WHERE NOT EXISTS (SELECT 1 FROM pgqueue_job x WHERE x.status = 'running'
+                          AND x.concurrency_key = k.concurrency_key
+                          AND x.concurrency_place = g.place)
+        ORDER BY g.place OFFSET k.n - 1 LIMIT 1
+    ) p
+), picked AS MATERIALIZED (
+    SELECT e.id, e.slot, e.row_id, e.queue, e.concurrency_key, e.rate_key, pl.place
+    FROM eligible e
+    LEFT JOIN placed pl ON pl.id = e.id
+    WHERE e.concurrency_key IS NULL OR pl.place IS NOT NULL
+    ORDER BY e.ord, e.priority DESC, e.run_after, e.id
+    LIMIT %(total)s::integer
+), key_starts AS (
+    UPDATE pgqueue_rate_window w SET (recent, counts) = (
+        SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
+               CASE WHEN w.starts > 100
+                    THEN coalesce(array_agg(x.n ORDER BY x.t), ARRAY[]::integer[])
+                    ELSE ARRAY[]::integer[] END
+        FROM (
+            (SELECT e.t, NULL::integer AS n
+             FROM unnest(w.recent || array_fill(statement_timestamp(), ARRAY[p.n::int]), w.counts) AS e(t, c)
+             CROSS JOIN generate_series(1, least(coalesce(e.c, 1), w.starts))
+             WHERE w.starts <= 100 AND e.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             ORDER BY e.t DESC LIMIT w.starts)
+            UNION ALL
+            (SELECT b.t, sum(b.n)::integer FROM (
+                SELECT s.t, coalesce(s.n, 1) AS n FROM unnest(w.recent, w.counts) AS s(t, n)
+                UNION ALL
+                SELECT to_timestamp(
+                    floor(extract(epoch FROM statement_timestamp()) / nullif((CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END), 0)) * (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END)), p.n
+             ) b
+             WHERE w.starts > 100 AND b.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             GROUP BY b.t)
+        ) x)
+    FROM (SELECT 'key:' || rate_key AS id, count(*) AS n FROM picked
+          WHERE rate_key IS NOT NULL GROUP BY rate_key) p
+    WHERE w.id = p.id
+), queue_starts AS (
+    UPDATE pgqueue_rate_window w SET (recent, counts) = (
+        SELECT coalesce(array_agg(x.t ORDER BY x.t), ARRAY[]::timestamptz[]),
+               CASE WHEN w.starts > 100
+                    THEN coalesce(array_agg(x.n ORDER BY x.t), ARRAY[]::integer[])
+                    ELSE ARRAY[]::integer[] END
+        FROM (
+            (SELECT e.t, NULL::integer AS n
+             FROM unnest(w.recent || array_fill(statement_timestamp(), ARRAY[p.n::int]), w.counts) AS e(t, c)
+             CROSS JOIN generate_series(1, least(coalesce(e.c, 1), w.starts))
+             WHERE w.starts <= 100 AND e.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             ORDER BY e.t DESC LIMIT w.starts)
+            UNION ALL
+            (SELECT b.t, sum(b.n)::integer FROM (
+                SELECT s.t, coalesce(s.n, 1) AS n FROM unnest(w.recent, w.counts) AS s(t, n)
+                UNION ALL
+                SELECT to_timestamp(
+                    floor(extract(epoch FROM statement_timestamp()) / nullif((CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END), 0)) * (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END)), p.n
+             ) b
+             WHERE w.starts > 100 AND b.t > statement_timestamp() - make_interval(secs => w.period + (CASE WHEN w.starts > 100 THEN w.period / 100 ELSE 0 END))
+             GROUP BY b.t)
+        ) x)
+    FROM (SELECT 'queue:' || queue AS id, count(*) AS n FROM picked
+          WHERE queue IS NOT NULL GROUP BY queue) p
+    WHERE w.id = p.id
+), gone AS (
+    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+), taken_0 AS (
+    DELETE FROM pgqueue_ready_0
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
+), taken_1 AS (
+    DELETE FROM pgqueue_ready_1
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 1))
+), taken_2 AS (
+    DELETE FROM pgqueue_ready_2
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 2))
+), taken_3 AS (
+    DELETE FROM pgqueue_ready_3
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 3))
+), taken_4 AS (
+    DELETE FROM pgqueue_ready_4
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 4))
+), taken_5 AS (
+    DELETE FROM pgqueue_ready_5
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 5))
+), taken_6 AS (
+    DELETE FROM pgqueue_ready_6
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 6))
+), taken_7 AS (
+    DELETE FROM pgqueue_ready_7
+    WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 7))
+), refill AS (
+    -- As many held rows of a queue's group as it took of them come back (``sql.held``).
+    DELETE FROM pgqueue_ready_held h WHERE h.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM (SELECT queue, count(*) AS n FROM picked WHERE (concurrency_key IS NULL AND rate_key IS NULL)
+                            GROUP BY queue) p
+        CROSS JOIN LATERAL (
+            SELECT ctid FROM pgqueue_ready_held WHERE queue = p.queue AND (concurrency_key IS NULL AND rate_key IS NULL)
+            -- queue first, as in the index of a queue's held rows: a plan that reads the
+            -- held rows in the claims' order steps over every other queue's.
+            ORDER BY queue, priority DESC, run_after, job_id
+            LIMIT p.n FOR UPDATE SKIP LOCKED) x))
+    RETURNING h.*
+), refilled AS (
+    INSERT INTO pgqueue_ready (slot, job_id, queue, priority, run_after, concurrency_key, rate_key, concurrency_limit, is_async)
+SELECT mod(coalesce(pg_sequence_last_value(pg_get_serial_sequence('pgqueue_job', 'id')), 0)
+    / 4096, 8), m.job_id, m.queue, m.priority, m.run_after, m.concurrency_key, m.rate_key, m.concurrency_limit, m.is_async FROM refill m
+)
+UPDATE pgqueue_job j SET
+    status = 'running',
+    attempts = least(j.attempts, 2147483646) + 1,
+    locked_at = statement_timestamp(),
+    locked_by = %(worker)s,
+    started_at = statement_timestamp(),
+    finished_at = NULL,
+    concurrency_place = coalesce((SELECT p.place FROM picked p WHERE p.id = j.id), 0),
+    claim_token = (SELECT nextval('pgqueue_claim_token'))
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING j.id, j.queue, j.name, j.args, j.kwargs, j.status, j.priority, CASE WHEN j.run_after < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.run_after > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.run_after END AS run_after, j.attempts, j.max_attempts, CASE WHEN j.locked_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.locked_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.locked_at END AS locked_at, j.locked_by, j.last_error, j.errors, j.result, j.unique_key, j.concurrency_key, CASE WHEN j.created_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.created_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.created_at END AS created_at, CASE WHEN j.started_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.started_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.started_at END AS started_at, CASE WHEN j.finished_at < '0001-01-01 00:00:00+00'::timestamptz THEN '0001-01-01 00:00:00+00'::timestamptz WHEN j.finished_at > '9999-12-31 23:59:59.999999+00'::timestamptz THEN '9999-12-31 23:59:59.999999+00'::timestamptz ELSE j.finished_at END AS finished_at, j.schedule, j.claim_token, j.trace_context, j.is_async
