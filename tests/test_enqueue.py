@@ -289,10 +289,10 @@ def test_enqueue_sends_one_notification_per_queue_and_transaction(other_connecti
         jobs.noop.enqueue_many([()] * 50)
         jobs.send_welcome.enqueue(1)
     wakes = [n.payload.split(" ") for n in raw.notifies(timeout=1.0, stop_after=10)]
-    # "<queue> <ticket> <jobs>": the transaction's id picks the worker (docs/worker.md).
-    assert sorted((queue, int(count)) for queue, _, count in wakes) == [
-        ("default", 52),
-        ("emails", 1),
+    # "<queue> <ticket> <jobs> <hops> <kinds>": the ticket picks the worker (docs/worker.md).
+    assert sorted((queue, int(count), kinds) for queue, _, count, _, kinds in wakes) == [
+        ("default", 52, "s"),
+        ("emails", 1, "s"),
     ]
 
 
