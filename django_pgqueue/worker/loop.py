@@ -160,8 +160,6 @@ class Worker:
         self._woken = False
         #: Some wake-up of this turn may be about async jobs (or of an unknown kind).
         self._woken_for_async = False
-        #: This turn's claim answers wake-ups about sync jobs alone.
-        self._sync_wake = False
         self.cancel_timeout = (
             cancel_timeout if cancel_timeout is not None else settings.CANCEL_TIMEOUT
         )
@@ -352,13 +350,14 @@ class Worker:
                 self._pulse(now, self._ready)
             if self._metrics is not None:
                 self._metrics.turn(now, self._executors.running, self._async.running)
+            sync_wake = False  # this turn's claim answers wake-ups about sync jobs alone
             if self._woken:
                 self._woken = False
                 next_claim = now
                 if self._woken_for_async:
                     self._async_idle_until = now  # new jobs may be async ones: look for them
                 else:
-                    self._sync_wake = True
+                    sync_wake = True
                 self._woken_for_async = False
             if self._executors.has_deadlines and (overdue := self._executors.fail_overdue()):
                 self._writeback.extend(overdue)
@@ -404,13 +403,12 @@ class Worker:
                         return
                     next_claim = float("inf")
                     continue
-                want, async_want = self._claim_sizes()
+                want, async_want = self._claim_sizes(sync_wake)
                 if budget is not None:
                     want = min(want, budget)
                     async_want = min(async_want, budget - want)
                 got = 0
                 drained = False  # a claim came back short: nothing left this worker can take
-                self._sync_wake = False
                 if want + async_want > 0 and now >= next_claim:
                     got, (sync_got, async_got) = self._claim(want, async_want)
                     if want:
@@ -420,8 +418,8 @@ class Worker:
                     sync_short = sync_got < want
                     async_short = async_got < async_want
                     if async_want and async_short:
-                        # No more async jobs for now: claims without sync room leave them
-                        # out until a wake or the poll (a sync claim still looks, at no cost).
+                        # No more async jobs for now: left out until a wake-up about them, the
+                        # poll or a sync claim of this worker's own (``_claim_sizes``).
                         self._async_idle_until = now + settings.POLL_INTERVAL
                     # Every kind asked for came back short: nothing left this worker can take.
                     nothing_left = (async_short or not async_want) and (sync_short or not want)
@@ -555,12 +553,13 @@ class Worker:
         """How many jobs to claim now (0: not yet)."""
         return sum(self._claim_sizes())
 
-    def _claim_sizes(self) -> tuple[int, int]:
+    def _claim_sizes(self, sync_wake: bool = False) -> tuple[int, int]:
         """How many sync jobs and how many async jobs to claim now (0: not yet).
 
         Sync jobs as the threads have room (:class:`~.capacity.Capacity`); async jobs as the
         event loop has room under ``async_concurrency``, once a real batch fits (or the loop is
-        idle), so that each claim takes a batch."""
+        idle), so that each claim takes a batch. ``sync_wake``: the claim answers wake-ups
+        about sync jobs alone."""
         async_in_hand = len(self._async_ids)
         buffered = self._writeback.buffered
         async_buffered = (
@@ -573,7 +572,7 @@ class Worker:
         batch = min(self.batch_size, max(1, self.async_concurrency // 2))
         if room < batch and async_in_hand != async_buffered:
             room = 0  # a real batch at a time, unless the loop is idle
-        if (not sync or self._sync_wake) and time.monotonic() < self._async_idle_until:
+        if (not sync or sync_wake) and time.monotonic() < self._async_idle_until:
             # The last look found none: a wake-up about async jobs, the poll, a timer or a sync
             # claim of its own looks again.
             room = 0
