@@ -284,7 +284,9 @@ def test_enqueue_wakes_the_picked_listening_worker_on_its_own_channel_only() -> 
         assert all(w.ticket is not None and w.ticket % 2 == 1 for w in on_w2)
         assert len(on_w1) == len(on_w2) == 3  # turns: consecutive ids
     # Their connections gone, a rota reading unmarks them: nobody listens, nothing is sent
-    # (no NOTIFY, whose commit is serialized, for nobody: the workers poll).
+    # (no NOTIFY, whose commit is serialized, for nobody: the workers poll). A closed
+    # connection's backend leaves pg_stat_activity a moment after its client let go.
+    wait_until(lambda: listener_backends() == 0)
     Rota("w3", None).refresh(db)
     assert not Worker.objects.filter(listening=True).exists()
     with listening() as common:
@@ -402,6 +404,16 @@ def test_a_bulk_enqueue_is_passed_on_until_the_workers_have_it_all() -> None:
         logs = [stop(w) for w in workers]
     ran_by = set(Job.objects.filter(pk__in=ids).values_list("locked_by", flat=True))
     assert {w.split(":")[0] for w in ran_by if w} == {"pass-0", "pass-1"}, "\n".join(logs)
+
+
+def listener_backends() -> int:
+    """The listening connections to this database, whatever they run (``sql.rota``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name LIKE 'pgqueue listener %%'"
+        )
+        return int(cursor.fetchone()[0])
 
 
 def listeners() -> int:
