@@ -1,4 +1,4 @@
--- The queue's schema after migration 0026_wake_kinds: every pgqueue_* object.
+-- The queue's schema after migration 0027_listened: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -408,6 +408,19 @@ BEGIN
     ELSIF new_status IN ('dead', 'cancelled') AND old_status IS DISTINCT FROM new_status THEN
         PERFORM pgqueue_flow_cancel(parent, 'ended ' || new_status, only_child);
     END IF;
+END;
+$$;
+
+-- FUNCTION pgqueue_listened(text)
+CREATE FUNCTION public.pgqueue_listened(queue text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM pgqueue_worker w
+        WHERE w.listening AND w.stopped_at IS NULL
+          AND w.last_seen_at > now() - interval '5 minutes'
+          AND (w.queues = '[]'::jsonb OR w.queues ? queue));
 END;
 $$;
 

@@ -8,10 +8,7 @@ VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::j
         %s::boolean)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
-RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true), EXISTS (
-    SELECT 1 FROM pgqueue_worker w
-    WHERE w.listening AND w.stopped_at IS NULL AND w.last_seen_at > now() - interval '5 minutes'
-      AND (w.queues = '[]'::jsonb OR w.queues ? %s::text))
+RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true), (SELECT pgqueue_listened(%s::text))
 
 -- name: INSERT_ONE_LIMITED
 INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_attempts, unique_key, concurrency_key, trace_context, is_async, concurrency_limit, rate_key)
@@ -19,10 +16,7 @@ VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::j
         %s::boolean, %s, %s)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
-RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true), EXISTS (
-    SELECT 1 FROM pgqueue_worker w
-    WHERE w.listening AND w.stopped_at IS NULL AND w.last_seen_at > now() - interval '5 minutes'
-      AND (w.queues = '[]'::jsonb OR w.queues ? %s::text))
+RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true), (SELECT pgqueue_listened(%s::text))
 
 -- name: RESERVE_IDS
 WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence(%s, 'id')::regclass AS seq),
@@ -35,10 +29,7 @@ INSERT INTO pgqueue_job (queue, name, args, kwargs, priority, run_after, max_att
 SELECT %s, %s, u.a, u.k, %s, coalesce(%s, now()), %s, %s, %s::jsonb, %s::boolean
 FROM (SELECT a, k FROM unnest(%s::jsonb[], %s::jsonb[]) WITH ORDINALITY AS u(a, k, n)
       ORDER BY n) u
-RETURNING id, run_after, set_config('pgqueue.notify', %s::text, true), EXISTS (
-    SELECT 1 FROM pgqueue_worker w
-    WHERE w.listening AND w.stopped_at IS NULL AND w.last_seen_at > now() - interval '5 minutes'
-      AND (w.queues = '[]'::jsonb OR w.queues ? %s::text))
+RETURNING id, run_after, set_config('pgqueue.notify', %s::text, true), (SELECT pgqueue_listened(%s::text))
 
 -- name: COPY_MANY
 COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
@@ -61,10 +52,7 @@ COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attemp
 FROM STDIN
 
 -- name: NOTIFY_MODE
-SELECT set_config('pgqueue.notify', %s::text, true), EXISTS (
-    SELECT 1 FROM pgqueue_worker w
-    WHERE w.listening AND w.stopped_at IS NULL AND w.last_seen_at > now() - interval '5 minutes'
-      AND (w.queues = '[]'::jsonb OR w.queues ? %s::text))
+SELECT set_config('pgqueue.notify', %s::text, true), (SELECT pgqueue_listened(%s::text))
 
 -- name: WAKE
 SELECT set_config('synchronous_commit', 'off', true),

@@ -11,10 +11,7 @@ VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, coalesce(%s, now()), %s, %s, %s, %s::j
         %s::boolean, %s, %s, %s, %s::integer, %s::bigint)
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'waiting')
 DO NOTHING
-RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true), EXISTS (
-    SELECT 1 FROM pgqueue_worker w
-    WHERE w.listening AND w.stopped_at IS NULL AND w.last_seen_at > now() - interval '5 minutes'
-      AND (w.queues = '[]'::jsonb OR w.queues ? %s::text))
+RETURNING id, run_after, created_at, set_config('pgqueue.notify', %s::text, true), (SELECT pgqueue_listened(%s::text))
 
 -- name: COPY_MANY
 COPY pgqueue_job (id, queue, name, args, kwargs, priority, run_after, max_attempts, concurrency_key,
