@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL, TABLE, WORKER_TABLE
+from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL, TABLE
 from django_pgqueue.sql.control import CONTROL_CHANNEL
 from django_pgqueue.states import ACTIVE, sql_list
 
