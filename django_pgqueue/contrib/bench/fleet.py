@@ -6,11 +6,11 @@ docs/scaling.md).
   first line) p50/p95, claims per job (``pg_stat_statements``, when the server has it), the
   workers' connections, PostgreSQL CPU per job over the trickle and per idle worker before it.
 * ``producers``: ``--processes`` P processes each committing one-job transactions
-  (``transaction.atomic(): enqueue()``) for ``--producer-seconds``, in interleaved rounds: with
-  the notification after commit (the default), with none (``PGQUEUE_NOTIFY = False``), and
-  inside the transaction (``"in_transaction"``: what the lock on notifying commits costs).
-  Enqueues a second of each, and the ratio of the first two. One idle listening worker is
-  registered (a row and a connection on its channel, nothing more): notifications go out as
+  (``transaction.atomic(): enqueue()``) for ``--producer-seconds``, in ``--rounds`` interleaved
+  rounds: with the notification after commit (the default), with none (``PGQUEUE_NOTIFY =
+  False``), and inside the transaction (``"in_transaction"``: what the lock on notifying commits
+  costs). Enqueues a second of each, and the ratio of the first two. One idle listening worker
+  is registered (a row and a connection on its channel, nothing more): notifications go out as
   they would to a fleet at rest, and no worker's CPU is in the figure.
 """
 
@@ -67,7 +67,7 @@ class FleetOptions:
     rate: float = 10.0
     jobs: int = 200
     seconds: float = 10.0
-    rounds: int = 2
+    rounds: int = 3
 
 
 @dataclass

@@ -142,8 +142,9 @@ class Command(BaseCommand):
             "--rounds",
             type=of(RULES["rounds"]),
             default=CompareOptions().rounds,
-            help=f"Rounds of --compare, and interleaved pairs of drains (plain, batch) of "
-            f"--phases workflows (default: {CompareOptions().rounds}).",
+            help=f"Rounds of --compare, interleaved pairs of drains (plain, batch) of "
+            f"--phases workflows, and interleaved rounds of --scenario producers (default: "
+            f"{CompareOptions().rounds}).",
         )
         self.add_scenario_arguments(parser)
         parser.add_argument(
@@ -229,6 +230,7 @@ class Command(BaseCommand):
             rate=options["rate"] or HERD_RATE,
             jobs=options["pickup_samples"],
             seconds=options["producer_seconds"],
+            rounds=options["rounds"],
         )
         run = fleet.run_herd if herd else fleet.run_producers
         result = run(fleet_options, progress)
