@@ -153,9 +153,8 @@ _UNVALIDATED = f"""SELECT c.conrelid::regclass::text || '.' || c.conname AS id F
 
 # S12: what ``sql.rota.PEERS`` corrects at each reading of the rota, read the same way.
 _DEAF_LISTENERS = f"""SELECT w.worker_id AS id FROM {WORKER_TABLE} w
-    WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM ({LIVE_LISTENERS}) l
-                      WHERE l.application_name = {LISTENER_OF})"""
+    CROSS JOIN ({LIVE_LISTENERS}) live
+    WHERE w.listening AND NOT ({LISTENER_OF} = ANY(live.names))"""
 
 #: Which kinds of violation there are, in the order :data:`VIOLATIONS` returns them (the first
 #: four name jobs; ``misshapen_windows`` names rate windows, ``unvalidated`` constraints as

@@ -35,10 +35,14 @@ def listener_name(worker_id: str) -> str:
     return f"{LISTENER_PREFIX}{_tag(worker_id)} {worker_id}"
 
 
-#: The start of the ``application_name`` of every open listening connection to this database
-#: (as ``application_name``: prefix and tag).
-LIVE_LISTENERS = f"""SELECT DISTINCT left(a.application_name, {LISTENER_TAG_LENGTH})
-        AS application_name
+#: The start of the ``application_name`` (prefix and tag) of every open listening connection to
+#: this database, in one array: one row, ``names``. Each worker row is then tested against it
+#: once (``= ANY``): a join of the rows with the connections, estimated at one row each, was
+#: planned as a nested loop that computed the md5 of every worker id once per connection (1,600
+#: times for 40 workers: 3-6 ms a reading, against 0.9 ms).
+LIVE_LISTENERS = f"""SELECT
+        coalesce(array_agg(DISTINCT left(a.application_name, {LISTENER_TAG_LENGTH})), '{{}}')
+        AS names
     FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, {len(LISTENER_PREFIX)}) = '{LISTENER_PREFIX}'"""
@@ -56,12 +60,11 @@ PEERS = f"""
 WITH live AS MATERIALIZED ({LIVE_LISTENERS}),
 corrected AS (
     UPDATE {WORKER_TABLE} w SET listening = false
-    WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM live l WHERE l.application_name = {LISTENER_OF})
+    FROM live
+    WHERE w.listening AND NOT ({LISTENER_OF} = ANY(live.names))
 )
-SELECT w.worker_id, w.queues, l.application_name IS NOT NULL AS listening
-FROM {WORKER_TABLE} w
-LEFT JOIN live l ON l.application_name = {LISTENER_OF}
+SELECT w.worker_id, w.queues, {LISTENER_OF} = ANY(live.names) AS listening
+FROM {WORKER_TABLE} w CROSS JOIN live
 WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(alive)s)
 ORDER BY w.worker_id COLLATE "C"
 """

@@ -93,13 +93,13 @@ UNION ALL
 SELECT 'deaf_listeners' AS kind, count(*) AS n,
         (array_agg(v.id::text ORDER BY v.id))[1:10] AS first
     FROM (SELECT w.worker_id AS id FROM pgqueue_worker w
-    WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT left(a.application_name, 37)
-        AS application_name
+    CROSS JOIN (SELECT
+        coalesce(array_agg(DISTINCT left(a.application_name, 37)), '{}')
+        AS names
     FROM pg_stat_activity a
     WHERE a.datname = current_database()
-      AND left(a.application_name, 17) = 'pgqueue listener ') l
-                      WHERE l.application_name = 'pgqueue listener ' || left(md5(w.worker_id), 20))) v
+      AND left(a.application_name, 17) = 'pgqueue listener ') live
+    WHERE w.listening AND NOT ('pgqueue listener ' || left(md5(w.worker_id), 20) = ANY(live.names))) v
 
 -- name: NEXT_RANGES
 SELECT

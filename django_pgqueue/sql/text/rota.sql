@@ -3,26 +3,27 @@
 -- in the module, run `make sql`.
 
 -- name: LIVE_LISTENERS
-SELECT DISTINCT left(a.application_name, 37)
-        AS application_name
+SELECT
+        coalesce(array_agg(DISTINCT left(a.application_name, 37)), '{}')
+        AS names
     FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, 17) = 'pgqueue listener '
 
 -- name: PEERS
-WITH live AS MATERIALIZED (SELECT DISTINCT left(a.application_name, 37)
-        AS application_name
+WITH live AS MATERIALIZED (SELECT
+        coalesce(array_agg(DISTINCT left(a.application_name, 37)), '{}')
+        AS names
     FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, 17) = 'pgqueue listener '),
 corrected AS (
     UPDATE pgqueue_worker w SET listening = false
-    WHERE w.listening
-      AND NOT EXISTS (SELECT 1 FROM live l WHERE l.application_name = 'pgqueue listener ' || left(md5(w.worker_id), 20))
+    FROM live
+    WHERE w.listening AND NOT ('pgqueue listener ' || left(md5(w.worker_id), 20) = ANY(live.names))
 )
-SELECT w.worker_id, w.queues, l.application_name IS NOT NULL AS listening
-FROM pgqueue_worker w
-LEFT JOIN live l ON l.application_name = 'pgqueue listener ' || left(md5(w.worker_id), 20)
+SELECT w.worker_id, w.queues, 'pgqueue listener ' || left(md5(w.worker_id), 20) = ANY(live.names) AS listening
+FROM pgqueue_worker w CROSS JOIN live
 WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(alive)s)
 ORDER BY w.worker_id COLLATE "C"
 
