@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.db import connection, transaction
 
 from django_pgqueue.sql import TABLE
 from django_pgqueue.sql import outcomes as sql
+from tests.utils import plan_nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = "plan-worker"
 RUNNING = 300
-
-
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from nodes(child)
 
 
 @pytest.fixture
@@ -79,5 +73,5 @@ def test_the_outcome_write_looks_each_job_up_once(stale_statistics, joins):
     plan = explained[0]["Plan"]
     assert plan["Node Type"] == "ModifyTable"
     assert plan["Actual Rows"] == RUNNING - 1
-    removed = sum(node.get("Rows Removed by Join Filter", 0) for node in nodes(plan))
+    removed = sum(node.get("Rows Removed by Join Filter", 0) for node in plan_nodes(plan))
     assert removed <= RUNNING, json.dumps(plan, indent=1)

@@ -14,16 +14,11 @@ from django.db import connection, transaction
 from django_pgqueue.sql import WORKER_TABLE
 from django_pgqueue.sql.integrity import _DEAF_LISTENERS
 from django_pgqueue.sql.rota import PEERS, listener_name
+from tests.utils import plan_nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKERS = 20
-
-
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from nodes(child)
 
 
 @pytest.fixture
@@ -61,7 +56,7 @@ def md5_tests(statement: str, params: dict[str, Any] | None = None) -> list[int]
     plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
     return [
         (node["Actual Rows"] + node.get("Rows Removed by Join Filter", 0)) * node["Actual Loops"]
-        for node in nodes(plan)
+        for node in plan_nodes(plan)
         if "md5" in node.get("Join Filter", "")
     ]
 

@@ -4,15 +4,12 @@ timings."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from django.db import connection, transaction
 
 from django_pgqueue.sql import TABLE
 from tests.testapp import jobs
-from tests.utils import migrated_back_to
+from tests.utils import migrated_back_to, plan_nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,12 +24,6 @@ PARALLEL_COSTS = {
 }
 
 
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from nodes(child)
-
-
 def report_plan(table: str, *, analyze: bool = False) -> list[str]:
     """The node types of the report's plan on ``table``, in a REPEATABLE READ transaction
     whose costs favour parallel scans."""
@@ -43,7 +34,7 @@ def report_plan(table: str, *, analyze: bool = False) -> list[str]:
         options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
         cursor.execute(f"EXPLAIN ({options}) " + REPORT.format(table=table))
         (document,) = cursor.fetchone()
-    return [node["Node Type"] for node in nodes(document[0]["Plan"])]
+    return [node["Node Type"] for node in plan_nodes(document[0]["Plan"])]
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -361,3 +361,10 @@ def busiest_window(starts: list[float], seconds: float = 1.0) -> int:
             lo += 1
         best = max(best, hi - lo + 1)
     return best
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an ``EXPLAIN (FORMAT JSON)`` plan, depth first."""
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from plan_nodes(child)
