@@ -472,6 +472,14 @@ class Worker(models.Model):
         db_default=False,
         help_text="Its listening connection is open: enqueue() may wake it directly.",
     )
+    listener = models.CharField(
+        max_length=20,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The tag of the connection that listens for it when another process's (the "
+        "relay of its run_jobs --processes); empty: its own.",
+    )
 
     objects = QueueManager["Worker"]()
 

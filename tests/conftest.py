@@ -119,6 +119,7 @@ WORKER_MODULES = {
     "test_parked.py",
     "test_queue_control.py",
     "test_ready_ring.py",
+    "test_relay.py",
     "test_storage.py",
     "test_storage_integrity.py",
     "test_tracing.py",

@@ -56,6 +56,7 @@ from django_pgqueue.operations.enqueue import (
     insert,
     insert_many,
     listen,
+    unlisten,
     wake_after_commit,
 )
 from django_pgqueue.operations.flow import (
@@ -198,6 +199,7 @@ __all__ = [
     "storage_ready",
     "sweep_held",
     "sweep_parked",
+    "unlisten",
     "violations",
     "wake_after_commit",
 ]

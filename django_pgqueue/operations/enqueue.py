@@ -413,3 +413,9 @@ def listen(db: Database, channels: Sequence[str], own: str | None = None) -> Non
             cursor.execute(sql.LISTEN[channel])
         if own is not None:
             cursor.execute(sql.LISTEN_OWN.format(channel=own))
+
+
+def unlisten(db: Database, own: str) -> None:
+    """Unsubscribe ``db`` from a worker's ``own`` channel (the relay, when the worker has gone)."""
+    with db.cursor() as cursor:
+        cursor.execute(sql.UNLISTEN_OWN.format(channel=own))

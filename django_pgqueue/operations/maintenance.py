@@ -49,12 +49,14 @@ def report_worker(
     jobs_done: int,
     abandoned: Sequence[int] = (),
     listening: bool = False,
+    listener: str | None = None,
 ) -> tuple[str, int] | None:
     """Insert or refresh this worker's row (on every heartbeat); returns the host and pid the
     row named before, if it existed: another process's, under a ``worker_id`` both use.
 
     ``abandoned``: the jobs whose abandoned attempt's thread still runs in this worker;
-    ``listening``: whether its listening connection is open (``enqueue()`` may wake it)."""
+    ``listening``: whether its listening connection is open (``enqueue()`` may wake it);
+    ``listener``: the tag of that connection when another process's (``worker.relay``)."""
     with db.cursor() as cursor:
         cursor.execute(
             sql.UPSERT_WORKER,
@@ -67,6 +69,7 @@ def report_worker(
                 "jobs_done": jobs_done,
                 "abandoned": dumps(sorted(set(abandoned))),
                 "listening": listening,
+                "listener": listener,
             },
         )
         row = cursor.fetchone()

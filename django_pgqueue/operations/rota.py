@@ -70,7 +70,8 @@ def pass_wake(
         )
 
 
-def mark_listening(db: Database, worker_id: str) -> None:
-    """The worker's listening connection is open (the listener, once it LISTENs)."""
+def mark_listening(db: Database, worker_id: str, listener: str | None = None) -> None:
+    """The worker's listening connection is open (the listener, once it LISTENs): its own, or
+    (``listener``, a tag) the relay's that listens for it (``worker.relay``)."""
     with db.cursor() as cursor:
-        cursor.execute(sql.MARK_LISTENING, [worker_id])
+        cursor.execute(sql.MARK_LISTENING, {"id": worker_id, "listener": listener})

@@ -143,3 +143,5 @@ LISTEN = {
 }
 #: The worker's own channel (``sql.rota.channel``: ``pgqueue.`` and hex digits, quoted).
 LISTEN_OWN = 'LISTEN "{channel}"'
+#: A worker's own channel, once no process of the relay's (``worker.relay``) listens on it.
+UNLISTEN_OWN = 'UNLISTEN "{channel}"'

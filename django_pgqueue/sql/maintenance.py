@@ -48,14 +48,14 @@ WITH before AS (SELECT hostname, pid FROM {WORKER_TABLE} WHERE worker_id = %(id)
 upserted AS (
     INSERT INTO {WORKER_TABLE} AS w
         (worker_id, hostname, pid, queues, threads, started_at, last_seen_at, jobs_done,
-         stopped_at, abandoned, listening)
+         stopped_at, abandoned, listening, listener)
     VALUES (%(id)s, %(hostname)s, %(pid)s, %(queues)s::jsonb, %(threads)s, now(), now(),
-            %(jobs_done)s, NULL, %(abandoned)s::jsonb, %(listening)s::boolean)
+            %(jobs_done)s, NULL, %(abandoned)s::jsonb, %(listening)s::boolean, %(listener)s)
     ON CONFLICT (worker_id) DO UPDATE
     SET last_seen_at = now(), jobs_done = EXCLUDED.jobs_done, stopped_at = NULL,
         hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
         threads = EXCLUDED.threads, abandoned = EXCLUDED.abandoned,
-        listening = EXCLUDED.listening,
+        listening = EXCLUDED.listening, listener = EXCLUDED.listener,
         started_at = CASE WHEN (w.hostname, w.pid) = (EXCLUDED.hostname, EXCLUDED.pid)
                      THEN w.started_at ELSE now() END
 )

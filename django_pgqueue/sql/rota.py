@@ -15,7 +15,9 @@ _TAG_DIGITS = 20
 LISTENER_TAG_LENGTH = len(LISTENER_PREFIX) + _TAG_DIGITS
 
 
-def _tag(worker_id: str) -> str:
+def tag(worker_id: str) -> str:
+    """20 hex digits of the md5 of ``worker_id``: the worker's tag, in its channel and in the
+    name of its listening connection."""
     return hashlib.md5(worker_id.encode()).hexdigest()[:_TAG_DIGITS]
 
 
@@ -23,7 +25,7 @@ def channel(worker_id: str) -> str:
     """The worker's own notification channel: ``pgqueue.`` and its tag (a channel name is an
     identifier: 63 characters at most, whatever the id), as ``pgqueue_wake`` (migration
     ``0020_wake_rota``) computes it."""
-    return f"{NOTIFY_CHANNEL}.{_tag(worker_id)}"
+    return f"{NOTIFY_CHANNEL}.{tag(worker_id)}"
 
 
 def listener_name(worker_id: str) -> str:
@@ -32,7 +34,7 @@ def listener_name(worker_id: str) -> str:
     :data:`LISTENER_TAG_LENGTH` characters alone: PostgreSQL cuts an ``application_name`` to
     63 bytes and turns each byte that is not printable ASCII into ``?`` (``\\x..`` from
     PostgreSQL 16), so a long id, or one such as ``wörker``, would never match its own name."""
-    return f"{LISTENER_PREFIX}{_tag(worker_id)} {worker_id}"
+    return f"{LISTENER_PREFIX}{tag(worker_id)} {worker_id}"
 
 
 #: The start of the ``application_name`` (prefix and tag) of every open listening connection to
@@ -46,8 +48,10 @@ LIVE_LISTENERS = f"""SELECT
     FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, {len(LISTENER_PREFIX)}) = '{LISTENER_PREFIX}'"""
-#: The start of the ``application_name`` the listening connection of the worker row ``w`` has.
-LISTENER_OF = f"'{LISTENER_PREFIX}' || left(md5(w.worker_id), {_TAG_DIGITS})"
+#: The start of the ``application_name`` the listening connection of the worker row ``w`` has:
+#: the tag of the connection that listens for it (``listener``: the relay of its ``run_jobs
+#: --processes``, ``worker.relay``), else its own.
+LISTENER_OF = f"'{LISTENER_PREFIX}' || coalesce(w.listener, left(md5(w.worker_id), {_TAG_DIGITS}))"
 
 #: Each live worker (not stopped, seen within ``%(alive)s`` seconds): its id, its queues, and
 #: whether its listening connection to this database is open. That is read from
@@ -69,5 +73,8 @@ WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(
 ORDER BY w.worker_id COLLATE "C"
 """
 
-#: The worker's listening connection is open (it LISTENs on its channel now).
-MARK_LISTENING = f"UPDATE {WORKER_TABLE} SET listening = true WHERE worker_id = %s"
+#: The worker's listening connection is open (it LISTENs on its channel now): its own
+#: (``listener`` NULL), or the relay's whose tag it names.
+MARK_LISTENING = (
+    f"UPDATE {WORKER_TABLE} SET listening = true, listener = %(listener)s WHERE worker_id = %(id)s"
+)

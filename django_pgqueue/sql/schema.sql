@@ -1,4 +1,4 @@
--- The queue's schema after migration 0027_listened: every pgqueue_* object.
+-- The queue's schema after migration 0028_worker_listener: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -913,6 +913,7 @@ CREATE TABLE public.pgqueue_worker (
     stopped_at timestamp with time zone,
     abandoned jsonb DEFAULT '[]'::jsonb NOT NULL,
     listening boolean DEFAULT false NOT NULL,
+    listener character varying(20),
     CONSTRAINT pgqueue_worker_pid_check CHECK ((pid >= 0)),
     CONSTRAINT pgqueue_worker_threads_check CHECK ((threads >= 0))
 );

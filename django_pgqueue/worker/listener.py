@@ -11,6 +11,10 @@ The listener's thread opens the connection, subscribes, and reconnects with back
 lost; once it listens, the worker loop waits on its socket itself and reads what arrives
 (:meth:`Listener.wait`), so a ``NOTIFY`` wakes the thread that claims, with no hand-over
 between threads. A connection the loop finds broken goes back to the thread.
+
+Where the notifications come from is the listener's :class:`Source`: a PostgreSQL connection
+of the worker's own (:class:`OwnConnection`), or the relay that listens once for every process
+of its ``run_jobs --processes`` (:class:`~.relay.Relayed`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import psycopg
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from django_pgqueue import operations
 from django_pgqueue.operations import CONNECTION_ERRORS
@@ -34,6 +36,62 @@ from django_pgqueue.worker.events import Events
 from django_pgqueue.worker.rota import Wake
 
 logger = get_logger("django_pgqueue.worker")
+
+#: What a source raises when it is lost or cannot be reached: reconnect with backoff.
+SOURCE_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_ERRORS, OSError)
+
+
+class Source(Protocol):
+    """Where a listener's notifications come from."""
+
+    #: The tag of the listening connection when it is another process's (``listener`` in the
+    #: worker's row), None for the worker's own.
+    listener: str | None
+
+    def open(self, channels: Sequence[str], own: str) -> None:
+        """Subscribe to ``channels`` and the worker's ``own`` channel, and mark the worker
+        listening (raises :data:`SOURCE_ERRORS` when it cannot)."""
+
+    def fileno(self) -> int:
+        """What to wait on for notifications (raises when broken)."""
+
+    def read(self) -> Iterable[tuple[str, str]]:
+        """The notifications that arrived, as (channel, payload) (raises when broken)."""
+
+    def close(self) -> None: ...
+
+
+class OwnConnection:
+    """A PostgreSQL connection of the worker's own, named for the rota (``listener_name``)."""
+
+    listener: str | None = None
+
+    def __init__(self, alias: str, worker_id: str) -> None:
+        self.worker_id = worker_id
+        self.connection = QueueConnection(alias, listener_name(worker_id))
+
+    def open(self, channels: Sequence[str], own: str) -> None:
+        # Marked first (a wake sent in between waits for a poll): the connection's last
+        # statement stays the LISTEN, which is how pg_stat_activity shows a listener.
+        operations.mark_listening(self.connection, self.worker_id)
+        operations.listen(self.connection, channels, own=own)
+
+    def fileno(self) -> int:
+        return self.connection.raw.pgconn.socket
+
+    def read(self) -> list[tuple[str, str]]:
+        conn = self.connection.raw
+        pgconn = conn.pgconn
+        pgconn.consume_input()
+        encoding = conn.info.encoding
+        arrived = []
+        while (notify := pgconn.notifies()) is not None:
+            arrived.append((notify.relname.decode(encoding), notify.extra.decode(encoding)))
+        return arrived
+
+    def close(self) -> None:
+        self.connection.close()
+
 
 #: How often a busy loop (one that never waits) reads the listener's socket: its notifications
 #: only wake a loop that is awake anyway, and reading costs a system call.
@@ -50,10 +108,11 @@ class Listener(threading.Thread):
         control: Callable[[str], None] | None = None,
         on_schedules: Callable[[], None] | None = None,
         on_jobs: Callable[[Wake], None] | None = None,
+        source: Source | None = None,
     ) -> None:
         super().__init__(name=f"pgqueue-listener-{worker_id}", daemon=True)
         self.worker_id = worker_id
-        self.connection = QueueConnection(alias, listener_name(worker_id))
+        self.source: Source = source or OwnConnection(alias, worker_id)
         self.queues = frozenset(queues) if queues else None
         self.wake = wake
         self.control = control
@@ -64,8 +123,8 @@ class Listener(threading.Thread):
         self.channel = channel(worker_id)
         self.stopping = threading.Event()
         self.listening = threading.Event()
-        #: The listening connection, while the loop reads it (None: being (re)connected).
-        self._handed: psycopg.Connection[Any] | None = None
+        #: The source, while the loop reads it (None: being (re)connected).
+        self._handed: Source | None = None
         #: Set when the loop found the connection broken (``_lost_by``), or to stop.
         self._lost = threading.Event()
         self._lost_by: BaseException | None = None
@@ -93,13 +152,13 @@ class Listener(threading.Thread):
         return 0.0
 
     def _socket(self) -> int | None:
-        """The listening connection's socket (None: not listening)."""
-        conn = self._handed
-        if conn is None:
+        """The source's socket (None: not listening)."""
+        source = self._handed
+        if source is None:
             return None
         try:
-            return conn.pgconn.socket
-        except psycopg.Error as exc:
+            return source.fileno()
+        except Exception as exc:
             self._give_back(exc)
             return None
 
@@ -107,15 +166,12 @@ class Listener(threading.Thread):
         """In the loop's thread: take the notifications that arrived, and act on each (wake the
         loop, a control message, schedules changed). A broken connection goes back to the
         listener's thread, which reconnects."""
-        conn = self._handed
-        if conn is None:
+        source = self._handed
+        if source is None:
             return
         try:
-            pgconn = conn.pgconn
-            pgconn.consume_input()
-            encoding = conn.info.encoding
-            while (notify := pgconn.notifies()) is not None:
-                self._dispatch(notify.relname.decode(encoding), notify.extra.decode(encoding))
+            for channel, payload in source.read():
+                self._dispatch(channel, payload)
         except Exception as exc:
             self._give_back(exc)
 
@@ -147,7 +203,7 @@ class Listener(threading.Thread):
         while not self.stopping.is_set():
             try:
                 self._listen()
-            except CONNECTION_ERRORS as exc:
+            except SOURCE_ERRORS as exc:
                 self.listening.clear()
                 self._reconnecting = True
                 logger.warning(
@@ -155,17 +211,17 @@ class Listener(threading.Thread):
                     self.worker_id,
                     exc,
                 )
-                self.connection.close()
+                self.source.close()
                 backoff.sleep(self.stopping)
             except Exception:
                 self.listening.clear()
                 self._reconnecting = True
                 logger.exception("Worker %s: listener failed; restarting it", self.worker_id)
-                self.connection.close()
+                self.source.close()
                 backoff.sleep(self.stopping)
             else:
                 backoff.succeeded()
-        self.connection.close()
+        self.source.close()
 
     def _listen(self) -> None:
         channels = [NOTIFY_CHANNEL]
@@ -173,10 +229,7 @@ class Listener(threading.Thread):
             channels.append(CONTROL_CHANNEL)
         if self.on_schedules is not None:
             channels.append(SCHEDULE_CHANNEL)
-        # Marked first (a wake sent in between waits for a poll): the connection's last
-        # statement stays the LISTEN, which is how pg_stat_activity shows a listener.
-        operations.mark_listening(self.connection, self.worker_id)
-        operations.listen(self.connection, channels, own=self.channel)
+        self.source.open(channels, self.channel)
         if self.on_schedules is not None:
             self.on_schedules()
         self._lost.clear()
@@ -184,7 +237,7 @@ class Listener(threading.Thread):
         if self.stopping.is_set():
             return
         # The loop waits on the socket from here, until it finds the connection broken.
-        self._handed = self.connection.raw
+        self._handed = self.source
         self.listening.set()
         if self._reconnecting:
             self._reconnecting = False

@@ -60,6 +60,7 @@ from django_pgqueue.worker.executors import TIMEOUT_CHECK_INTERVAL, Dropped, Exe
 from django_pgqueue.worker.housekeeping import Housekeeping, Periodic, prune
 from django_pgqueue.worker.journal import Journal
 from django_pgqueue.worker.listener import Listener
+from django_pgqueue.worker.relay import RelayAddress, Relayed
 from django_pgqueue.worker.rota import REFRESH as ROTA_REFRESH
 from django_pgqueue.worker.rota import Rota, Wake
 from django_pgqueue.worker.signals import ShutdownSignals
@@ -111,6 +112,7 @@ class Worker:
         pulse: Callable[[float, bool], None] | None = None,
         metrics: WorkerMetrics | None = None,
         async_concurrency: int | None = None,
+        relay: RelayAddress | None = None,
     ) -> None:
         rules.check_worker_options(
             queues,
@@ -136,6 +138,8 @@ class Worker:
         )
         self.worker_id = worker_id or default_worker_id()
         self.listen = settings.LISTEN if listen is None else listen
+        #: Where its supervisor's relay listens for it (None: it listens itself).
+        self.relay = relay
         self.alias = settings.DATABASE
         self.stats = WorkerStats()
         #: With a probe port (:mod:`.probe`): told at each turn of the loop whether the worker
@@ -296,6 +300,7 @@ class Worker:
                 self._on_control,
                 self._on_schedules_changed if self._schedules_task else None,
                 self._on_jobs,
+                source=None if self.relay is None else Relayed(self.relay, self.worker_id),
             )
             self._listener.start()
 
@@ -627,6 +632,7 @@ class Worker:
             self.stats.finished,
             sorted({*self._executors.abandoned_alive(), *self._async.abandoned_alive()}),
             listening=self._listening(),
+            listener=None if self._listener is None else self._listener.source.listener,
         )
         self._claimer.reported(before)
 

@@ -11,6 +11,11 @@ the ones merely claimed. SIGTERM/SIGINT are forwarded to the children for a grac
 second signal kills them at once and hands their running jobs back interrupted before exiting
 (a third exits without waiting for that). Children get SIGTERM if the supervisor itself dies.
 
+With several processes (and ``PGQUEUE_LISTEN`` on) it forks the **relay** too: one connection
+that listens for every worker process and passes each its notifications
+(:mod:`~django_pgqueue.worker.relay`), so a ``NOTIFY`` wakes one PostgreSQL backend for the
+whole ``run_jobs``, not one per process. A relay that dies is restarted; its workers reconnect.
+
 With a probe port (``--probe-port``, ``PGQUEUE_PROBE_PORT``) it binds the port, forks the probe
 process that serves it (:mod:`~django_pgqueue.worker.probe`), shares a :class:`~.probe.Pulse`
 with every process and makes the directory their metrics go to; it removes that directory when
@@ -40,11 +45,13 @@ from django_pgqueue.conf import settings
 from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.pools import close_pools, describe
 from django_pgqueue.printable import get_logger
-from django_pgqueue.worker import probe
+from django_pgqueue.sql.rota import tag
+from django_pgqueue.worker import probe, relay
 from django_pgqueue.worker.connection import QueueConnection
 from django_pgqueue.worker.journal import Journal, recover
 from django_pgqueue.worker.loop import REPLACE_ME, Worker, default_worker_id
 from django_pgqueue.worker.probe import Pulse
+from django_pgqueue.worker.relay import Relay, RelayAddress, relay_id
 from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 
 logger = get_logger("django_pgqueue.worker")
@@ -97,6 +104,25 @@ class Supervisor:
         self.failed = False
         self.journals = Path(tempfile.mkdtemp(prefix="pgqueue-journals-"))
         self.connection = QueueConnection(settings.DATABASE, f"pgqueue supervisor {os.getpid()}")
+        listen = worker_options.get("listen")
+        #: One listening connection for the worker processes (several, listening, not a burst).
+        self.relay_server: socket.socket | None = None
+        self.relay_address: RelayAddress | None = None
+        self.relay_name = relay_id(self.base_id or default_worker_id())
+        self.relay_pid: int | None = None
+        if processes > 1 and not self.burst and (settings.LISTEN if listen is None else listen):
+            try:
+                self.relay_server = relay.bind(self.journals)
+            except OSError as exc:  # a temporary directory too deep for a socket's path, say
+                logger.warning(
+                    "Supervisor %d: no relay (%s); each worker process listens itself",
+                    os.getpid(),
+                    exc,
+                )
+            else:
+                self.relay_address = RelayAddress(
+                    self.relay_server.getsockname(), tag(self.relay_name)
+                )
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -105,6 +131,8 @@ class Supervisor:
             if self.probe_port is not None:
                 self._open_probe(self.probe_port)
             logger.info("Supervisor %d starting %d worker processes", os.getpid(), self.processes)
+            if self.relay_server is not None:
+                self._spawn_relay()
             for line in describe(self.worker_options.get("threads") or 1, self.processes):
                 logger.info("Supervisor %d: %s", os.getpid(), line)
             for index in range(self.processes):
@@ -114,6 +142,7 @@ class Supervisor:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.connection.close()
+            self._close_relay()
             shutil.rmtree(self.journals, ignore_errors=True)
             self._close_probe(previous_dir)
         return 1 if self.killing or (self.failed and self.burst) else 0
@@ -244,6 +273,59 @@ class Supervisor:
         time.sleep(0.5)  # a probe that dies at once must not spin
         self._spawn_probe()
 
+    # ----- the relay ---------------------------------------------------------------------------
+
+    def _spawn_relay(self) -> None:
+        assert self.relay_server is not None
+        close_pools()
+        self.connection.close()
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        pid = os.fork()
+        if pid == 0:  # the relay: serves until the supervisor kills it, after the workers
+            code = 1
+            try:
+                # Workers still stopping may need their notifications (a cancel): the stop
+                # signals the process group gets are not for it.
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+                _die_with_parent(signal.SIGKILL)
+                if self.probe_listener is not None:
+                    self.probe_listener.close()
+                Relay(settings.DATABASE, self.relay_name, self.relay_server).serve()
+            except BaseException:
+                logger.exception("Relay process %d crashed", os.getpid())
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self.relay_pid = pid
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        logger.info(
+            "Supervisor %d: relay process %d listens for the worker processes", os.getpid(), pid
+        )
+
+    def _relay_exited(self, status: int) -> None:
+        self.relay_pid = None
+        if self.stopping:
+            return
+        logger.error(
+            "Supervisor %d: the relay process died (%s); starting another",
+            os.getpid(),
+            _describe_exit(os.waitstatus_to_exitcode(status)),
+        )
+        time.sleep(0.5)  # a relay that dies at once must not spin
+        self._spawn_relay()
+
+    def _close_relay(self) -> None:
+        if self.relay_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.relay_pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.relay_pid, 0)
+            self.relay_pid = None
+        if self.relay_server is not None:
+            self.relay_server.close()
+
     def _signal_children(self, signum: int) -> None:
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
@@ -276,9 +358,12 @@ class Supervisor:
                 worker_id = self._worker_id(index)
                 os.write(write_end, worker_id.encode())
                 os.close(write_end)
+                if self.relay_server is not None:
+                    self.relay_server.close()  # the relay's, not a worker's
                 code = Worker(
                     worker_id=worker_id,
                     journal=Journal(journal),
+                    relay=self.relay_address,
                     **self.worker_options,
                     **self._probe_options(index),
                 ).run()
@@ -335,6 +420,9 @@ class Supervisor:
                 continue
             if pid == self.probe_pid:
                 self._probe_exited(status)
+                continue
+            if pid == self.relay_pid:
+                self._relay_exited(status)
                 continue
             child = self.children.pop(pid, None)
             if child is None:

@@ -1,10 +1,12 @@
 """``--scenario herd`` and ``--scenario producers``: many workers, many producers (issue 35,
 docs/scaling.md).
 
-* ``herd``: ``--processes`` N idle ``run_jobs`` commands (one process each, ``--threads``), then
-  a trickle of ``--pickup-samples`` jobs at ``--rate`` a second. Pickup (commit to the job's
-  first line) p50/p95, claims per job (``pg_stat_statements``, when the server has it), the
-  workers' connections, PostgreSQL CPU per job over the trickle and per idle worker before it.
+* ``herd``: ``--processes`` N idle worker processes (``--threads`` each): N ``run_jobs``
+  commands, or N/P ``run_jobs --processes P`` with ``--per-command P`` (one listening connection
+  each, its relay), then a trickle of ``--pickup-samples`` jobs at ``--rate`` a second.
+  Pickup (commit to the job's first line) p50/p95, claims per job (``pg_stat_statements``, when
+  the server has it), the workers' connections, PostgreSQL CPU per job over the trickle and per
+  idle worker before it.
 * ``producers``: ``--processes`` P processes each committing one-job transactions
   (``transaction.atomic(): enqueue()``) for ``--producer-seconds``, in ``--rounds`` interleaved
   rounds: with the notification after commit (the default), with none (``PGQUEUE_NOTIFY =
@@ -36,6 +38,7 @@ from django_pgqueue.contrib.bench.workload import register as register_jobs
 from django_pgqueue.pools import close_pools
 from django_pgqueue.sql.rota import LISTENER_TAG_LENGTH, listener_name
 from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.relay import relay_id
 from django_pgqueue.worker.rota import REFRESH
 
 FLEET_SCENARIOS = ("herd", "producers", "async")
@@ -68,6 +71,7 @@ class FleetOptions:
     jobs: int = 200
     seconds: float = 10.0
     rounds: int = 3
+    per_command: int = 1
 
 
 @dataclass
@@ -102,6 +106,16 @@ def _count(query: str, params: list[Any]) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _all_listening(queue: str, processes: int) -> bool:
+    """Every worker process of the herd marked listening (by its own listener or its relay)."""
+    from django_pgqueue.models import Worker
+
+    rows = Worker.objects.using(settings.DATABASE).filter(
+        worker_id__startswith=f"{queue}:herd:", stopped_at__isnull=True, listening=True
+    )
+    return rows.count() >= processes
+
+
 def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetResult:
     from django_pgqueue.models import Job
 
@@ -110,13 +124,16 @@ def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetRe
     handle = register_jobs().record_start.using(queue=queue)
     result = FleetResult("herd", options)
     figures = result.figures
-    ids = [f"{queue}:herd:{n}" for n in range(options.processes)]
+    per = options.per_command
+    if options.processes % per:
+        raise BenchError(f"--processes {options.processes} is no multiple of --per-command {per}")
+    ids = [f"{queue}:herd:{n}" for n in range(options.processes // per)]
     children = [
-        WorkerProcess(queues=[queue], threads=options.threads, worker_id=worker_id)
+        WorkerProcess(queues=[queue], threads=options.threads, worker_id=worker_id, processes=per)
         for worker_id in ids
     ]
-
-    tags = [listener_name(i)[:LISTENER_TAG_LENGTH] for i in ids]
+    # Each command's listening connection: its relay's (several processes), else its worker's.
+    tags = [listener_name(relay_id(i) if per > 1 else i)[:LISTENER_TAG_LENGTH] for i in ids]
 
     def listeners() -> int:
         return _count(LISTENERS, [LISTENER_TAG_LENGTH, tags])
@@ -126,7 +143,7 @@ def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetRe
         for child in children:
             child.start()
         deadline = time.monotonic() + 60 + options.processes
-        while listeners() < options.processes:
+        while listeners() < len(ids) or not _all_listening(queue, options.processes):
             if time.monotonic() > deadline or any(c.poll() is not None for c in children):
                 raise BenchError("The herd's workers did not all start listening")
             time.sleep(0.1)

@@ -37,4 +37,5 @@ BENCH_OPTIONS: dict[str, Rule] = {
     # pgqueue_chaos
     "fault_interval": Number(0, 1_000_000, low_inclusive=False),
     "rounds": Integer(1, 100),
+    "per_command": Integer(1, 1000),
 }

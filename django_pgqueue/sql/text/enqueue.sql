@@ -74,3 +74,6 @@ LISTEN pgqueue_schedules
 
 -- name: LISTEN_OWN
 LISTEN "{channel}"
+
+-- name: UNLISTEN_OWN
+UNLISTEN "{channel}"

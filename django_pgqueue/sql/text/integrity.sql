@@ -99,7 +99,7 @@ SELECT 'deaf_listeners' AS kind, count(*) AS n,
     FROM pg_stat_activity a
     WHERE a.datname = current_database()
       AND left(a.application_name, 17) = 'pgqueue listener ') live
-    WHERE w.listening AND NOT ('pgqueue listener ' || left(md5(w.worker_id), 20) = ANY(live.names))) v
+    WHERE w.listening AND NOT ('pgqueue listener ' || coalesce(w.listener, left(md5(w.worker_id), 20)) = ANY(live.names))) v
 
 -- name: NEXT_RANGES
 SELECT

@@ -20,12 +20,12 @@ WITH live AS MATERIALIZED (SELECT
 corrected AS (
     UPDATE pgqueue_worker w SET listening = false
     FROM live
-    WHERE w.listening AND NOT ('pgqueue listener ' || left(md5(w.worker_id), 20) = ANY(live.names))
+    WHERE w.listening AND NOT ('pgqueue listener ' || coalesce(w.listener, left(md5(w.worker_id), 20)) = ANY(live.names))
 )
-SELECT w.worker_id, w.queues, 'pgqueue listener ' || left(md5(w.worker_id), 20) = ANY(live.names) AS listening
+SELECT w.worker_id, w.queues, 'pgqueue listener ' || coalesce(w.listener, left(md5(w.worker_id), 20)) = ANY(live.names) AS listening
 FROM pgqueue_worker w CROSS JOIN live
 WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(alive)s)
 ORDER BY w.worker_id COLLATE "C"
 
 -- name: MARK_LISTENING
-UPDATE pgqueue_worker SET listening = true WHERE worker_id = %s
+UPDATE pgqueue_worker SET listening = true, listener = %(listener)s WHERE worker_id = %(id)s

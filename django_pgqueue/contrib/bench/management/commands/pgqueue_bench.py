@@ -168,6 +168,14 @@ class Command(BaseCommand):
             "notifications after commit, off, and inside the transaction): docs/scaling.md.",
         )
         parser.add_argument(
+            "--per-command",
+            type=of(RULES["per_command"]),
+            default=1,
+            help="--scenario herd: worker processes per run_jobs command (run_jobs --processes "
+            "P listens once for its P, through its relay); --processes is the total, a multiple "
+            "of it (default: 1, a command per process).",
+        )
+        parser.add_argument(
             "--producer-seconds",
             type=of(RULES["producer_seconds"]),
             default=10.0,
@@ -231,6 +239,7 @@ class Command(BaseCommand):
             jobs=options["pickup_samples"],
             seconds=options["producer_seconds"],
             rounds=options["rounds"],
+            per_command=options["per_command"],
         )
         run = fleet.run_herd if herd else fleet.run_producers
         result = run(fleet_options, progress)

@@ -1,0 +1,132 @@
+"""The relay (``worker.relay``): ``run_jobs --processes P`` listens on one connection for its P
+worker processes, so a ``NOTIFY`` signals one PostgreSQL backend for the whole command, and
+each process still gets the notifications that are its own (the rota's wakes) and the shared
+ones (control, schedules).
+
+Polls are kept out of the way (``PGQUEUE_POLL_INTERVAL`` far longer than any wait here): only a
+relayed notification can explain a pickup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from django_pgqueue.models import Job, Worker
+from django_pgqueue.sql.rota import LISTENER_PREFIX, tag
+from django_pgqueue.states import JobStatus
+from django_pgqueue.worker.relay import frame, relay_id, unframe
+from tests.testapp import jobs
+from tests.utils import start_worker, stop, wait_until, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: No poll within a test's waits: a job picked up was woken for.
+ENV = {"PGQUEUE_POLL_INTERVAL": "300", "PGQUEUE_REPAIR_INTERVAL": "600"}
+#: Well inside the poll interval.
+WOKEN_WITHIN = 30
+
+
+def test_frames_survive_being_cut_anywhere() -> None:
+    stream = frame("pgqueue.0123", "emails 7 1") + frame("pgqueue_control", "é cancel 3")
+    buffer = bytearray()
+    seen = []
+    for byte in stream:
+        buffer.append(byte)
+        seen += unframe(buffer)
+    assert seen == [("pgqueue.0123", "emails 7 1"), ("pgqueue_control", "é cancel 3")]
+    assert not buffer
+
+
+def listening_backends() -> list[tuple[str, int]]:
+    """The listening connections to this database: (application_name, backend pid)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT application_name, pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name LIKE %s",
+            [LISTENER_PREFIX + "%"],
+        )
+        return [(str(name), int(pid)) for name, pid in cursor.fetchall()]
+
+
+def relayed(base: str, processes: int) -> bool:
+    """The command's worker rows all listening through its relay's connection, the only
+    listening connection to the database."""
+    relay_tag = tag(relay_id(base))
+    rows = Worker.objects.filter(worker_id__startswith=f"{base}.", stopped_at__isnull=True)
+    backends = listening_backends()
+    return (
+        rows.filter(listening=True, listener=relay_tag).count() == processes
+        and len(backends) == 1
+        and backends[0][0].startswith(f"{LISTENER_PREFIX}{relay_tag}")
+    )
+
+
+def relay_pid(supervisor: int) -> int:
+    """The supervisor's child that is not a worker process."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    workers = set(Worker.objects.filter(stopped_at__isnull=True).values_list("pid", flat=True))
+    (pid,) = [int(c) for c in children if int(c) not in workers]
+    return pid
+
+
+def completed(*ids: int) -> bool:
+    return Job.objects.filter(pk__in=ids, status=JobStatus.COMPLETED).count() == len(ids)
+
+
+def test_run_jobs_processes_listen_on_one_connection_and_each_is_woken_for_its_jobs() -> None:
+    """Three processes, one listening connection: each job's wake reaches the process the rota
+    picked (the jobs spread over them, about one claim a job). The relay killed: the supervisor
+    starts another, the processes reconnect to it, and jobs are woken for again."""
+    base = "relayed"
+    proc = start_worker(
+        "--processes", "3", "--threads", "1", "--worker-id", base, "-v", "3",
+        env=worker_env(**ENV),
+    )  # fmt: skip
+    try:
+        wait_until(lambda: relayed(base, 3), timeout=60)
+        time.sleep(2.5)  # every worker's rota has read the three (REFRESH)
+        ids = []
+        for _ in range(9):
+            ids.append(jobs.noop.enqueue().pk)
+            wait_until(lambda: completed(ids[-1]), timeout=WOKEN_WITHIN)
+        ran_by = set(Job.objects.filter(pk__in=ids).values_list("locked_by", flat=True))
+        assert len(ran_by) >= 2, ran_by
+
+        (_, backend_before), *_ = listening_backends()
+        os.kill(relay_pid(proc.pid), signal.SIGKILL)
+        wait_until(
+            lambda: relayed(base, 3) and listening_backends()[0][1] != backend_before,
+            timeout=60,
+        )
+        later = [jobs.noop.enqueue().pk for _ in range(3)]
+        wait_until(lambda: completed(*later), timeout=WOKEN_WITHIN)
+    finally:
+        log = stop(proc)
+    assert "the relay process died (signal 9); starting another" in log
+    assert Job.objects.filter(status=JobStatus.COMPLETED, attempts=1).count() == 12, log
+
+
+def test_a_cancel_reaches_the_running_job_through_the_relay(tmp_path: Path) -> None:
+    """Control notifications are shared: the relay passes ``Job.cancel()`` of a running job to
+    every process, and the one running it stops it. Heartbeats (which would also carry the
+    request) are a minute apart."""
+    marker = tmp_path / "marker"
+    env = worker_env(**ENV, PGQUEUE_HEARTBEAT_INTERVAL="60", PGQUEUE_VISIBILITY_TIMEOUT="600")
+    proc = start_worker("--processes", "2", "--threads", "1", "--worker-id", "cancels", env=env)
+    try:
+        wait_until(lambda: relayed("cancels", 2), timeout=60)
+        created = jobs.until_cancelled.enqueue(str(marker))
+        wait_until(marker.exists, timeout=WOKEN_WITHIN)
+        assert Job.objects.get(pk=created.pk).cancel() is True
+        wait_until(
+            lambda: Job.objects.get(pk=created.pk).status == JobStatus.CANCELLED,
+            timeout=WOKEN_WITHIN,
+        )
+    finally:
+        log = stop(proc)
+    assert "saw cancel" in marker.read_text(), log
