@@ -8,8 +8,10 @@ relayed notification can explain a pickup."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -17,9 +19,9 @@ import pytest
 from django.db import connection
 
 from django_pgqueue.models import Job, Worker
-from django_pgqueue.sql.rota import LISTENER_PREFIX, tag
+from django_pgqueue.sql.rota import LISTENER_PREFIX, channel, tag
 from django_pgqueue.states import JobStatus
-from django_pgqueue.worker.relay import frame, relay_id, unframe
+from django_pgqueue.worker.relay import HELLO, LISTENING, Relay, bind, frame, relay_id, unframe
 from tests.testapp import jobs
 from tests.utils import start_worker, stop, wait_until, worker_env
 
@@ -130,3 +132,44 @@ def test_a_cancel_reaches_the_running_job_through_the_relay(tmp_path: Path) -> N
     finally:
         log = stop(proc)
     assert "saw cancel" in marker.read_text(), log
+
+
+def test_a_notification_arriving_while_the_relay_subscribes_a_worker_is_passed_on(
+    tmp_path: Path,
+) -> None:
+    """In process, turn by turn: worker A listens through the relay; a wake for A is sent,
+    then worker B says hello and the relay marks and subscribes it before it reads its socket.
+    psycopg reads A's notification during B's statements: it must still reach A."""
+    server = bind(tmp_path)
+    relay = Relay("default", "test relay", server)
+
+    def hello(worker_id: str) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(server.getsockname())
+        own = channel(worker_id)
+        sock.sendall(frame(HELLO, json.dumps({"worker_id": worker_id, "channels": [], "own": own})))
+        return sock
+
+    def received(sock: socket.socket) -> list[tuple[str, str]]:
+        sock.settimeout(5)
+        buffer = bytearray(sock.recv(65536))
+        return unframe(buffer)
+
+    try:
+        a = hello("wa")
+        for _ in range(3):
+            relay.turn(0.1)
+        assert received(a) == [(LISTENING, "")]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, 'emails 1 1')", [channel("wa")])
+        time.sleep(0.2)  # on the relay's socket, not read yet
+        b = hello("wb")
+        relay._accept()
+        (worker_b,) = [w for w in relay.workers.values() if w.worker_id is None]
+        wait_until(lambda: relay._receive(worker_b) or worker_b.answered, timeout=5)
+        relay.turn(0.1)
+        assert received(a) == [(channel("wa"), "emails 1 1")]
+        assert received(b) == [(LISTENING, "")]
+    finally:
+        relay.close()
+        server.close()

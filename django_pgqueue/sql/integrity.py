@@ -10,7 +10,8 @@
 * S7 ``misshapen_windows``: a rate window larger than its bound, or whose counts do not match
   its entries (reported; the repair leaves windows alone).
 * S12 ``deaf_listeners``: a worker row that says ``listening`` while no listening connection
-  of that worker (its own, or its relay's: ``listener``) is open (reported as a warning: any worker's reading of the rota corrects it).
+  of that worker (its own, or its relay's: ``listener``) is open (reported as a warning: any
+  worker's reading of the rota corrects it).
 * F1 ``miscounted_parents``: a job whose ``parents_left`` is not the number of its edges not
   ``satisfied``, or whose edge says its parent completed when it did not (or the reverse), or
   an edge whose child is gone.

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
 from django_pgqueue import operations
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
@@ -194,6 +196,10 @@ class Relay:
         #: the same ``--worker-id`` may overlap the process it replaces).
         self.owns: Counter[str] = Counter()
         self.listening = False
+        #: Notifications to pass on. Those that arrive while the relay runs a statement (a
+        #: worker's mark and LISTEN) are read by psycopg, which hands them to the handler
+        #: (:meth:`_heard_during`): without one they would wait in a backlog no one reads.
+        self.heard: list[tuple[str, str]] = []
         self._backoff = Backoff()
         self._connect_at = 0.0
 
@@ -225,6 +231,7 @@ class Relay:
                     self._flush(self.workers[fd])
                 if fd in self.workers and events & _READABLE:
                     self._receive(self.workers[fd])
+        self._pass_on()
 
     # ----- PostgreSQL ---------------------------------------------------------------------------
 
@@ -240,6 +247,7 @@ class Relay:
     def _connect(self) -> None:
         try:
             operations.listen(self.connection, SHARED_CHANNELS)
+            self.connection.raw.add_notify_handler(self._heard_during)
             for worker in list(self.workers.values()):
                 if worker.worker_id is not None and not worker.answered:
                     self._subscribe(worker)
@@ -265,13 +273,21 @@ class Relay:
             self._drop(worker, unlisten=False)
         self._connect_at = time.monotonic() + self._backoff.failed()
 
+    def _heard_during(self, notify: psycopg.Notify) -> None:
+        self.heard.append((notify.channel, notify.payload))
+
     def _relay(self) -> None:
         try:
-            arrived = self.source.read()
+            self.heard.extend(self.source.read())
         except Exception as exc:
             self._lost(exc)
-            return
-        for channel, payload in arrived:
+
+    def _pass_on(self) -> None:
+        """Send each notification heard to the workers it is for."""
+        heard, self.heard = self.heard, []
+        if not self.listening:
+            return  # every worker was disconnected: each looks for jobs once it is back
+        for channel, payload in heard:
             data = frame(channel, payload)
             for worker in list(self.workers.values()):
                 if worker.answered and (channel == worker.own or channel in worker.channels):
@@ -325,6 +341,7 @@ class Relay:
                     self._subscribe(worker)
                 except SOURCE_ERRORS as exc:
                     self._lost(exc)
+                    return
 
     def _send(self, worker: _Worker, data: bytes) -> None:
         worker.unsent += data
