@@ -35,6 +35,7 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -223,35 +224,39 @@ class Supervisor:
 
     def _spawn_probe(self) -> None:
         assert self.probe_listener is not None and self.pulse is not None
+        listener, pulse, metrics_dir = self.probe_listener, self.pulse, self.metrics_dir
+        # It answers 503 on /readyz during the whole shutdown.
+        self.probe_pid = self._fork_helper(
+            "Probe", lambda: probe.serve(listener, pulse, metrics_dir)
+        )
+
+    def _fork_helper(self, name: str, serve: Callable[[], None]) -> int:
+        """Fork a helper process (the probe, the relay) that runs ``serve`` until the
+        supervisor kills it: the stop signals the process group gets are not for it, and it
+        dies with the supervisor."""
         close_pools()
         self.connection.close()
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         pid = os.fork()
-        if pid == 0:  # the probe process: serves until the supervisor kills it
+        if pid == 0:
             code = 1
             try:
-                # It answers 503 on /readyz during the whole shutdown: the stop signals the
-                # process group gets are not for it.
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
                 _die_with_parent(signal.SIGKILL)
-                probe.serve(self.probe_listener, self.pulse, self.metrics_dir)
+                serve()
             except BaseException:
-                logger.exception("Probe process %d crashed", os.getpid())
+                logger.exception("%s process %d crashed", name, os.getpid())
             finally:
                 logging.shutdown()
                 os._exit(code)
-        self.probe_pid = pid
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        return pid
 
     def _close_probe(self, previous_dir: str | None) -> None:
-        if self.probe_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.probe_pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.probe_pid, 0)
-            self.probe_pid = None
+        _kill(self.probe_pid)
+        self.probe_pid = None
         if self.probe_listener is not None:
             self.probe_listener.close()
         if self.metrics_dir is not None:
@@ -261,68 +266,42 @@ class Supervisor:
             else:
                 os.environ[_MULTIPROC_DIR] = previous_dir
 
-    def _probe_exited(self, status: int) -> None:
-        self.probe_pid = None
+    def _helper_exited(self, name: str, status: int, spawn: Callable[[], None]) -> None:
+        """A helper process (the probe, the relay) died: another, unless stopping."""
         if self.stopping:
             return
         logger.error(
-            "Supervisor %d: the probe process died (%s); starting another",
+            "Supervisor %d: the %s process died (%s); starting another",
             os.getpid(),
+            name,
             _describe_exit(os.waitstatus_to_exitcode(status)),
         )
-        time.sleep(0.5)  # a probe that dies at once must not spin
-        self._spawn_probe()
+        time.sleep(0.5)  # a helper that dies at once must not spin
+        spawn()
 
     # ----- the relay ---------------------------------------------------------------------------
 
     def _spawn_relay(self) -> None:
-        assert self.relay_server is not None
-        close_pools()
-        self.connection.close()
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-        pid = os.fork()
-        if pid == 0:  # the relay: serves until the supervisor kills it, after the workers
-            code = 1
-            try:
-                # Workers still stopping may need their notifications (a cancel): the stop
-                # signals the process group gets are not for it.
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-                _die_with_parent(signal.SIGKILL)
-                if self.probe_listener is not None:
-                    self.probe_listener.close()
-                Relay(settings.DATABASE, self.relay_name, self.relay_server).serve()
-            except BaseException:
-                logger.exception("Relay process %d crashed", os.getpid())
-            finally:
-                logging.shutdown()
-                os._exit(code)
-        self.relay_pid = pid
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-        logger.info(
-            "Supervisor %d: relay process %d listens for the worker processes", os.getpid(), pid
-        )
+        server = self.relay_server
+        assert server is not None
 
-    def _relay_exited(self, status: int) -> None:
-        self.relay_pid = None
-        if self.stopping:
-            return
-        logger.error(
-            "Supervisor %d: the relay process died (%s); starting another",
+        def serve() -> None:
+            if self.probe_listener is not None:
+                self.probe_listener.close()
+            # Workers still stopping may need their notifications (a cancel): it serves until
+            # the supervisor kills it, after them.
+            Relay(settings.DATABASE, self.relay_name, server).serve()
+
+        self.relay_pid = self._fork_helper("Relay", serve)
+        logger.info(
+            "Supervisor %d: relay process %d listens for the worker processes",
             os.getpid(),
-            _describe_exit(os.waitstatus_to_exitcode(status)),
+            self.relay_pid,
         )
-        time.sleep(0.5)  # a relay that dies at once must not spin
-        self._spawn_relay()
 
     def _close_relay(self) -> None:
-        if self.relay_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.relay_pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.relay_pid, 0)
-            self.relay_pid = None
+        _kill(self.relay_pid)
+        self.relay_pid = None
         if self.relay_server is not None:
             self.relay_server.close()
 
@@ -419,10 +398,12 @@ class Supervisor:
                 time.sleep(0.1)
                 continue
             if pid == self.probe_pid:
-                self._probe_exited(status)
+                self.probe_pid = None
+                self._helper_exited("probe", status, self._spawn_probe)
                 continue
             if pid == self.relay_pid:
-                self._relay_exited(status)
+                self.relay_pid = None
+                self._helper_exited("relay", status, self._spawn_relay)
                 continue
             child = self.children.pop(pid, None)
             if child is None:
@@ -536,6 +517,16 @@ def _memory_dir() -> str | None:
     never writes their pages to the disk the database may share; else the temporary dir."""
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def _kill(pid: int | None) -> None:
+    """Kill a helper process (the probe, the relay) and reap it."""
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _describe_exit(code: int) -> str:
