@@ -163,23 +163,29 @@ def test_a_run_the_server_cuts_off_stops_its_worker_and_deletes_its_rows(tmp_pat
     assert not Job.objects.filter(queue__startswith=QUEUE_PREFIX).exists()
 
 
-def test_the_herd_scenario_counts_both_connections_of_each_worker_and_its_pickups():
-    """``--scenario herd`` (docs/scaling.md): 2 idle workers, a trickle of 4 jobs."""
+@pytest.mark.parametrize("per_command", [1, 2])
+def test_the_herd_scenario_counts_the_connections_pickups_and_drain(per_command: int):
+    """``--scenario herd`` (docs/scaling.md): 2 idle workers, as two commands or one with two
+    processes, a trickle of 4 jobs, a drain of 200."""
     out = StringIO()
     call_command(
         "pgqueue_bench",
         "--scenario=herd",
         "--processes=2",
+        f"--per-command={per_command}",
         "--pickup-samples=4",
         "--rate=10",
+        "--jobs=200",
         "--json",
         "--no-progress",
         stdout=out,
     )
     data = json.loads(out.getvalue().splitlines()[-1])
     figures = data.get("figures", data)
-    assert figures["connections"] == 4  # a worker's and a listener's per process
+    # A worker's connection per process; a listener's per process, or the relay's for both.
+    assert figures["connections"] == (4 if per_command == 1 else 3)
     # claims_per_job too where the server loads pg_stat_statements (not the test server)
     assert figures.get("claims_per_job", 1) >= 1
     assert figures["pickup_ms_p50"] > 0
     assert 1 <= figures["workers_that_ran_jobs"] <= 2
+    assert figures["drain_per_s"] > 0

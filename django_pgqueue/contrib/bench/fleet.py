@@ -6,7 +6,9 @@ docs/scaling.md).
   each, its relay), then a trickle of ``--pickup-samples`` jobs at ``--rate`` a second.
   Pickup (commit to the job's first line) p50/p95, claims per job (``pg_stat_statements``, when
   the server has it), the workers' connections, PostgreSQL CPU per job over the trickle and per
-  idle worker before it.
+  idle worker before it. Then the drain: ``--jobs`` no-op jobs committed at once, run by the
+  whole fleet (jobs a second from the commit to the last finish, claims and PostgreSQL CPU per
+  job).
 * ``producers``: ``--processes`` P processes each committing one-job transactions
   (``transaction.atomic(): enqueue()``) for ``--producer-seconds``, in ``--rounds`` interleaved
   rounds: with the notification after commit (the default), with none (``PGQUEUE_NOTIFY =
@@ -72,6 +74,7 @@ class FleetOptions:
     seconds: float = 10.0
     rounds: int = 3
     per_command: int = 1
+    drain_jobs: int = 0
 
 
 @dataclass
@@ -104,6 +107,37 @@ def _count(query: str, params: list[Any]) -> int:
     with connections[settings.DATABASE].cursor() as cursor:
         cursor.execute(query, params)
         return int(cursor.fetchone()[0])
+
+
+def _drain(queue: str, count: int, figures: dict[str, Any], backends: BackendCPU) -> None:
+    """``count`` no-op jobs committed at once, drained by the idle fleet."""
+    handle = register_jobs().noop.using(queue=queue)
+    mark = database.max_job_id()
+    claims_before = claim_calls()
+    backends.sample(lookup=False)
+    cpu_before = backends.total
+    with transaction.atomic(using=settings.DATABASE):
+        for start in range(0, count, 5000):
+            handle.enqueue_many([()] * min(5000, count - start))
+    committed = time.time()
+    deadline = time.monotonic() + 60 + count / 100
+    while database.count_active(queue):
+        if time.monotonic() > deadline:
+            raise BenchError("The drain's jobs were not all run")
+        time.sleep(0.05)
+        backends.sample(lookup=False)
+    backends.sample(lookup=False)
+    counts = database.status_counts(queue, mark)
+    if counts.get(JobStatus.COMPLETED, 0) != count or len(counts) != 1:
+        raise BenchError(f"The drain left the queue as {counts}, not {count} completed")
+    seconds = database.last_finished_at(queue, mark).timestamp() - committed
+    figures["drain_per_s"] = round(count / seconds)
+    claims_after = claim_calls()
+    if claims_before is not None and claims_after is not None:
+        figures["drain_claims_per_job"] = round((claims_after - claims_before) / count, 3)
+    if cpu_before is not None and backends.total is not None:
+        us = (backends.total - cpu_before) / count * 1e6
+        figures["drain_postgres_cpu_us_per_job"] = round(us)
 
 
 def _all_listening(queue: str, processes: int) -> bool:
@@ -196,6 +230,10 @@ def run_herd(options: FleetOptions, progress: Progress | None = None) -> FleetRe
             figures["postgres_cpu_us_per_job"] = round(us)
         figures["workers_that_ran_jobs"] = len(set(jobs.values_list("locked_by", flat=True)))
         progress.finish(f"pickup p50 {figures['pickup_ms_p50']} ms")
+        if options.drain_jobs:
+            progress.start(f"drain of {options.drain_jobs:,} jobs", options.drain_jobs)
+            _drain(queue, options.drain_jobs, figures, backends)
+            progress.finish(f"{figures['drain_per_s']:,.0f} jobs/s")
     finally:
         for child in children:  # all at once: stop() waits for each in turn
             if child.pid is not None and child.poll() is None:

@@ -164,8 +164,9 @@ class Command(BaseCommand):
             help="Instead of the figures above: the queue over time under a fixed load, "
             "through warmup, clean, stress and recovery phases (see docs/performance.md); or "
             "herd (--processes idle workers, a trickle of --pickup-samples jobs at --rate a "
-            "second) or producers (--processes processes committing one-job transactions, "
-            "notifications after commit, off, and inside the transaction): docs/scaling.md.",
+            "second, then a drain of --jobs) or producers (--processes processes committing "
+            "one-job transactions, notifications after commit, off, and inside the "
+            "transaction): docs/scaling.md.",
         )
         parser.add_argument(
             "--per-command",
@@ -240,6 +241,7 @@ class Command(BaseCommand):
             seconds=options["producer_seconds"],
             rounds=options["rounds"],
             per_command=options["per_command"],
+            drain_jobs=options["jobs"] if herd else 0,
         )
         run = fleet.run_herd if herd else fleet.run_producers
         result = run(fleet_options, progress)
