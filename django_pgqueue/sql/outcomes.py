@@ -7,6 +7,7 @@ from django_pgqueue.sql import (
     COMPLETED,
     DEAD,
     PENDING,
+    PLANNED_EACH_TIME,
     RUNNING,
     TABLE,
     readable_timestamp,
@@ -136,6 +137,7 @@ FROM d
 WHERE j.id = d.id AND j.status = d.running AND j.locked_by = d.worker
   AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
+{PLANNED_EACH_TIME}: joined with the job table, never prepared (``sql.PLANNED_EACH_TIME``)
 """
 
 
@@ -161,6 +163,7 @@ WITH locked AS MATERIALIZED (
     RETURNING j.id
 )
 SELECT id FROM kept UNION ALL SELECT id FROM gone
+{PLANNED_EACH_TIME}: joined with the job table, never prepared (``sql.PLANNED_EACH_TIME``)
 """
 
 

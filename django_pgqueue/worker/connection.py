@@ -23,6 +23,7 @@ from django.db import connections
 from django_pgqueue.conf import settings
 from django_pgqueue.operations.db import CONNECTION_ERRORS
 from django_pgqueue.printable import get_logger
+from django_pgqueue.sql import PLANNED_EACH_TIME
 
 logger = get_logger("django_pgqueue.worker")
 
@@ -89,6 +90,13 @@ def native(query: str, encoding: str) -> tuple[bytes, tuple[str, ...] | int]:
     return text.encode(encoding), tuple(names) if names else positional
 
 
+#: A statement whose text holds this comment is never prepared: PostgreSQL plans it at each
+#: execution, for the table as it is then (``sql.PLANNED_EACH_TIME``).
+@functools.lru_cache(maxsize=512)
+def planned_each_time(query: str) -> bool:
+    return PLANNED_EACH_TIME in query
+
+
 class NativeCursor(psycopg.RawCursor[Any]):
     """``execute()`` takes psycopg's placeholders and runs the statement converted once."""
 
@@ -100,6 +108,8 @@ class NativeCursor(psycopg.RawCursor[Any]):
         prepare: bool | None = None,
         binary: bool | None = None,
     ) -> NativeCursor:
+        if prepare is None and planned_each_time(query):
+            prepare = False
         if params is None:  # sent as it is, as psycopg's cursor does
             super().execute(query, prepare=prepare, binary=binary)
             return self

@@ -48,6 +48,7 @@ FROM d
 WHERE j.id = d.id AND j.status = d.running AND j.locked_by = d.worker
   AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
+-- planned at each execution: joined with the job table, never prepared (``sql.PLANNED_EACH_TIME``)
 
 -- name: DELETE_FINISHED
 WITH locked AS MATERIALIZED (
@@ -66,6 +67,7 @@ WITH locked AS MATERIALIZED (
     RETURNING j.id
 )
 SELECT id FROM kept UNION ALL SELECT id FROM gone
+-- planned at each execution: joined with the job table, never prepared (``sql.PLANNED_EACH_TIME``)
 
 -- name: FINISH_ASYNC
 WITH d AS MATERIALIZED (
@@ -107,6 +109,7 @@ FROM d
 WHERE j.id = d.id AND j.status = d.running AND j.locked_by = d.worker
   AND j.claim_token IS NOT DISTINCT FROM d.claim_token
 RETURNING j.id
+-- planned at each execution: joined with the job table, never prepared (``sql.PLANNED_EACH_TIME``)
 
 -- name: DELETE_FINISHED_ASYNC
 WITH locked AS MATERIALIZED (
@@ -125,6 +128,7 @@ WITH locked AS MATERIALIZED (
     RETURNING j.id
 )
 SELECT id FROM kept UNION ALL SELECT id FROM gone
+-- planned at each execution: joined with the job table, never prepared (``sql.PLANNED_EACH_TIME``)
 
 -- name: MAKE_DURABLE
 SELECT pg_logical_emit_message(true, 'django_pgqueue', '')
