@@ -23,14 +23,9 @@ WORKER = "plan-worker"
 RUNNING = 300
 
 
-@pytest.fixture
-def stale_statistics() -> Iterator[list[tuple[int, int]]]:
-    """The trap: the job table ANALYZEd holding one pending job (a queue idle between bursts),
-    then a burst: 20,000 pending jobs and ``RUNNING`` claimed by ``WORKER``, their ids and claim
-    tokens returned. The statistics say one row, no ``locked_by``, no ``claim_token``."""
+def burst() -> list[tuple[int, int]]:
+    """20,000 pending jobs and ``RUNNING`` claimed by ``WORKER``: their ids and claim tokens."""
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {TABLE} (queue, name) VALUES ('stray', 'x')")
-        cursor.execute(f"ANALYZE {TABLE}")
         cursor.execute(
             f"INSERT INTO {TABLE} (queue, name) SELECT 'burst', 'x' FROM generate_series(1, 20000)"
         )
@@ -41,8 +36,18 @@ def stale_statistics() -> Iterator[list[tuple[int, int]]]:
                 FROM generate_series(1, %s) g RETURNING id, claim_token""",
             [WORKER, RUNNING],
         )
-        claimed = [(int(i), int(t)) for i, t in cursor.fetchall()]
-    yield claimed
+        return [(int(i), int(t)) for i, t in cursor.fetchall()]
+
+
+@pytest.fixture
+def stale_statistics() -> Iterator[list[tuple[int, int]]]:
+    """The trap: the job table ANALYZEd holding one pending job (a queue idle between bursts),
+    then a burst: 20,000 pending jobs and ``RUNNING`` claimed by ``WORKER``, their ids and claim
+    tokens returned. The statistics say one row, no ``locked_by``, no ``claim_token``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {TABLE} (queue, name) VALUES ('stray', 'x')")
+        cursor.execute(f"ANALYZE {TABLE}")
+    yield burst()
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {TABLE} WHERE queue IN ('stray', 'burst')")
         cursor.execute(f"ANALYZE {TABLE}")
@@ -108,19 +113,7 @@ def test_outcome_writes_begun_on_an_empty_table_still_find_each_job_by_key(
     try:
         for _ in range(3):  # prepared, and planned, on the empty table
             operations.finish(db, WORKER, [_outcome(0, 0)], delete_completed=delete_completed)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {TABLE} (queue, name) SELECT 'burst', 'x' "
-                "FROM generate_series(1, 20000)"
-            )
-            cursor.execute(
-                f"""INSERT INTO {TABLE} (queue, name, status, locked_by, locked_at,
-                                         claim_token, attempts)
-                    SELECT 'burst', 'x', 'running', %s, now(), 1000 + g, 1
-                    FROM generate_series(1, %s) g RETURNING id, claim_token""",
-                [WORKER, RUNNING],
-            )
-            claimed = cursor.fetchall()
+        claimed = burst()
         with db.raw.transaction(force_rollback=True):
             written = operations.finish(
                 db,
