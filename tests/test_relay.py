@@ -12,11 +12,12 @@ import json
 import os
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from django_pgqueue.models import Job, Worker
 from django_pgqueue.sql.rota import LISTENER_PREFIX, channel, tag
@@ -175,3 +176,38 @@ def test_a_notification_arriving_while_the_relay_subscribes_a_worker_is_passed_o
     finally:
         relay.close()
         server.close()
+
+
+def test_the_relay_answers_a_worker_whose_row_another_transaction_holds(tmp_path: Path) -> None:
+    """The relay marks a worker's row listening before it subscribes it; a row locked by a
+    transaction left open (someone's shell, a stuck session) must not stop the relay, which
+    listens for every process of its host: the worker is answered, and its row is left to its
+    next heartbeat."""
+    server = bind(tmp_path)
+    relay = Relay("default", "test relay", server)
+    Worker.objects.create(worker_id="wl", hostname="h", pid=1)
+    holder = connections.create_connection("default")
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pgqueue_worker WHERE worker_id = 'wl' FOR UPDATE")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(server.getsockname())
+        own = channel("wl")
+        sock.sendall(frame(HELLO, json.dumps({"worker_id": "wl", "channels": [], "own": own})))
+        turns = threading.Thread(target=lambda: [relay.turn(0.1) for _ in range(3)])
+        turns.start()
+        turns.join(10)
+        waited = turns.is_alive()
+        holder.rollback()  # lets a relay that waited on the lock go on, so the test ends
+        turns.join()
+        assert not waited, "the relay waited for the row lock"
+        sock.settimeout(5)
+        assert unframe(bytearray(sock.recv(65536))) == [(LISTENING, "")]
+        sock.close()
+    finally:
+        holder.rollback()
+        holder.close()
+        relay.close()
+        server.close()
+    assert not Worker.objects.get(worker_id="wl").listening  # its heartbeat's to write

@@ -74,7 +74,12 @@ ORDER BY w.worker_id COLLATE "C"
 """
 
 #: The worker's listening connection is open (it LISTENs on its channel now): its own
-#: (``listener`` NULL), or the relay's whose tag it names.
-MARK_LISTENING = (
-    f"UPDATE {WORKER_TABLE} SET listening = true, listener = %(listener)s WHERE worker_id = %(id)s"
-)
+#: (``listener`` NULL), or the relay's whose tag it names. A row locked meanwhile (its
+#: heartbeat, a reading of the rota, a transaction of someone's) is left to the worker's next
+#: heartbeat, which writes the same: a listener, the relay above all, which listens for every
+#: process of its host, never waits on a row lock.
+MARK_LISTENING = f"""
+UPDATE {WORKER_TABLE} SET listening = true, listener = %(listener)s
+WHERE worker_id = (
+    SELECT worker_id FROM {WORKER_TABLE} WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED
+)"""

@@ -28,4 +28,7 @@ WHERE w.stopped_at IS NULL AND w.last_seen_at > now() - make_interval(secs => %(
 ORDER BY w.worker_id COLLATE "C"
 
 -- name: MARK_LISTENING
-UPDATE pgqueue_worker SET listening = true, listener = %(listener)s WHERE worker_id = %(id)s
+UPDATE pgqueue_worker SET listening = true, listener = %(listener)s
+WHERE worker_id = (
+    SELECT worker_id FROM pgqueue_worker WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED
+)
