@@ -187,6 +187,8 @@ class Relay:
     def __init__(self, alias: str, name: str, server: socket.socket) -> None:
         self.name = name
         self.tag = tag(name)
+        # Named and read as a worker's own listening connection is; never opened as one (it
+        # has no worker row to mark): the relay subscribes it itself (``_connect``).
         self.source = OwnConnection(alias, name)
         self.connection: QueueConnection = self.source.connection
         self.server = server
