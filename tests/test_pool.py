@@ -168,9 +168,11 @@ def enqueue_mix(count: int) -> dict[str, list[int]]:
         elif i % 50 == 3:
             calls["kills_connection"].append({"n": i})
         elif i % 50 == 4:
-            # Far past its 0.3 s timeout: a loop that comes to it seconds late (2 cores, tox
-            # running two suites at once) still finds it running, never returned.
-            calls["overruns"].append({"n": i, "sleep": 30.0})
+            # Far past its 0.3 s timeout, so a loop that comes to it seconds late (2 cores, tox
+            # running two suites at once) still finds it running; well inside the pool's 10 s
+            # wait, since its abandoned thread holds its pooled connection until it returns
+            # and the process's other jobs may wait for that connection.
+            calls["overruns"].append({"n": i, "sleep": 5.0})
         else:
             calls["uses_orm"].append({"n": i, "sleep": 0.05 if i % 10 == 5 else 0.0})
     return {name: getattr(jobs, name).enqueue_many(args) for name, args in calls.items()}

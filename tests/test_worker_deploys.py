@@ -71,6 +71,24 @@ def test_a_job_that_ignores_the_shutdown_is_handed_back_when_the_timeout_ends(tm
     assert lines(out, "done") == []  # its thread died with the process
 
 
+def test_a_job_past_its_timeout_during_a_shutdown_fails_on_its_timeout(tmp_path):
+    """A SIGTERM while a job that ignores everything runs: the shutdown still enforces the
+    job's 1 s timeout (dead, ``JobTimeout``; its thread abandoned, stopping with the process)
+    rather than waiting out the 30 s shutdown timeout and handing it back to run, and hang,
+    again."""
+    spun = tmp_path / "spun"
+    job = jobs.spins.enqueue(str(spun))
+    proc = start_worker("--threads", "2", "--shutdown-timeout", "30")
+    try:
+        wait_until(lambda: spun.exists() and spun.read_text())
+    finally:
+        log = stop(proc)
+    job.refresh_from_db()
+    assert (job.status, job.interruptions) == ("dead", 0), log
+    assert "JobTimeout" in job.last_error
+    assert "handed back as interrupted" not in log
+
+
 def test_a_worker_killed_by_a_second_signal_has_its_running_job_handed_back(tmp_path):
     """A second SIGTERM kills the worker processes at once; the supervisor, shutting down,
     hands their running jobs back as interrupted rather than charging an attempt."""

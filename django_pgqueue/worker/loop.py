@@ -725,6 +725,7 @@ class Worker:
         and mark the worker stopped."""
         unstarted = self._executors.take_unstarted()
         deadline = time.monotonic() + self.shutdown_timeout
+        next_heartbeat = time.monotonic() + settings.HEARTBEAT_INTERVAL
         backoff = Backoff()
         released = False
         while True:
@@ -733,6 +734,11 @@ class Worker:
             try:
                 if self._claimer.unsettled:  # the loop lost its connection: see Claimer.settle
                     self._claimer.settle(self._ids_in_hand())
+                if self._executors.has_deadlines:
+                    # A job's timeout holds during the shutdown too: failed now, not handed
+                    # back as interrupted when the shutdown timeout ends (to run, and hang,
+                    # again). Its thread is abandoned; it stops with this process.
+                    self._writeback.extend(self._executors.fail_overdue())
                 if unstarted and not released:
                     handed = operations.release(self._connection, self.worker_id, unstarted)
                     released = True
@@ -754,9 +760,14 @@ class Worker:
                 if remaining <= 0:
                     self._interrupt_running()
                     break
-                self._drain_events(min(remaining, settings.HEARTBEAT_INTERVAL))
-                if self._claimed and time.monotonic() - deadline < 0:
+                wait = min(remaining, next_heartbeat - time.monotonic())
+                if self._executors.has_deadlines:
+                    wait = min(wait, TIMEOUT_CHECK_INTERVAL)
+                self._drain_events(max(wait, 0))
+                now = time.monotonic()
+                if self._claimed and now < deadline and now >= next_heartbeat:
                     self._heartbeat()
+                    next_heartbeat = now + settings.HEARTBEAT_INTERVAL
             except DATABASE_ERRORS as exc:
                 logger.warning(
                     "Worker %s: queue database error during shutdown (%s)", self.worker_id, exc
