@@ -211,3 +211,61 @@ def test_the_relay_answers_a_worker_whose_row_another_transaction_holds(tmp_path
         relay.close()
         server.close()
     assert not Worker.objects.get(worker_id="wl").listening  # its heartbeat's to write
+
+
+def test_a_statement_the_database_refuses_disconnects_one_worker_not_the_relay(
+    tmp_path: Path,
+) -> None:
+    """A worker's mark refused by the database (not the connection: here a trigger raises,
+    as a permission or a schema older than the code would), and a hello that is not one of
+    ours: each of those workers is disconnected (it says hello again after its own backoff),
+    the relay keeps its connection and serves on, and once the database takes the mark the
+    worker is answered. Before, the error left the relay's process, and the supervisor
+    started relay after relay, each dropping every worker of the host."""
+    server = bind(tmp_path)
+    relay = Relay("default", "test relay", server)
+    Worker.objects.create(worker_id="wr", hostname="h", pid=1)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER test_refuse BEFORE UPDATE ON pgqueue_worker "
+            "FOR EACH ROW EXECUTE FUNCTION test_refuse()"
+        )
+
+    def hello(payload: str) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(server.getsockname())
+        sock.sendall(frame(HELLO, payload))
+        sock.settimeout(5)
+        return sock
+
+    good = json.dumps({"worker_id": "wr", "channels": [], "own": channel("wr")})
+    try:
+        for _ in range(3):
+            relay.turn(0.1)
+        assert relay.listening
+        refused = hello(good)
+        garbled = hello('{"worker_id": "wz"')
+        for _ in range(3):
+            relay.turn(0.1)
+        assert refused.recv(65536) == b""  # disconnected, not answered
+        assert garbled.recv(65536) == b""
+        assert relay.listening and not relay.workers  # its own connection kept
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER test_refuse ON pgqueue_worker")
+        again = hello(good)
+        for _ in range(3):
+            relay.turn(0.1)
+        assert unframe(bytearray(again.recv(65536))) == [(LISTENING, "")]
+        assert Worker.objects.get(worker_id="wr").listening
+        for sock in (refused, garbled, again):
+            sock.close()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER IF EXISTS test_refuse ON pgqueue_worker")
+            cursor.execute("DROP FUNCTION IF EXISTS test_refuse()")
+        relay.close()
+        server.close()

@@ -13,7 +13,7 @@ import functools
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
 import psycopg
@@ -277,6 +277,11 @@ class QueueConnection:
                 wrapper.close()
             except Exception:
                 logger.debug("Error closing the queue connection", exc_info=True)
+                # Django refuses to close a wrapper from a thread other than the one that
+                # opened it; the psycopg connection under it closes from any thread.
+                with suppress(Exception):
+                    if wrapper.connection is not None:
+                        wrapper.connection.close()
 
 
 class Backoff:

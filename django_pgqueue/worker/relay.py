@@ -40,6 +40,7 @@ from pathlib import Path
 import psycopg
 
 from django_pgqueue import operations
+from django_pgqueue.operations import DATABASE_ERRORS
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import NOTIFY_CHANNEL, SCHEDULE_CHANNEL
 from django_pgqueue.sql.control import CONTROL_CHANNEL
@@ -253,7 +254,10 @@ class Relay:
             for worker in list(self.workers.values()):
                 if worker.worker_id is not None and not worker.answered:
                     self._subscribe(worker)
-        except SOURCE_ERRORS as exc:
+        except (*SOURCE_ERRORS, *DATABASE_ERRORS) as exc:
+            # Not only a lost connection: a statement the database refuses (a permission, a
+            # schema older than the code) is retried with the same growing delay, never a
+            # crash that the supervisor would answer by starting another relay at once.
             self.connection.close()
             self.owns.clear()
             delay = self._backoff.failed()
@@ -332,17 +336,31 @@ class Relay:
             if channel != HELLO or worker.worker_id is not None:
                 self._drop(worker)  # a worker says hello once, then only listens
                 return
-            hello = json.loads(payload)
-            worker.worker_id = str(hello["worker_id"])
-            worker.channels = frozenset(str(c) for c in hello["channels"]) & frozenset(
-                SHARED_CHANNELS
-            )
-            worker.own = str(hello["own"])
+            try:
+                hello = json.loads(payload)
+                worker.worker_id = str(hello["worker_id"])
+                channels = frozenset(str(c) for c in hello["channels"])
+                worker.own = str(hello["own"])
+            except (ValueError, TypeError, KeyError):
+                self._drop(worker)  # not one of our workers: never a reason to stop the relay
+                return
+            worker.channels = channels & frozenset(SHARED_CHANNELS)
             if self.listening:
                 try:
                     self._subscribe(worker)
                 except SOURCE_ERRORS as exc:
                     self._lost(exc)
+                    return
+                except DATABASE_ERRORS as exc:
+                    # The database refused this worker's mark or LISTEN (not the connection):
+                    # it alone is disconnected and says hello again after its own backoff.
+                    logger.warning(
+                        "Relay %s: cannot subscribe worker %s (%s); disconnecting it",
+                        self.name,
+                        worker.worker_id,
+                        exc,
+                    )
+                    self._drop(worker)
                     return
 
     def _send(self, worker: _Worker, data: bytes) -> None:
@@ -380,6 +398,8 @@ class Relay:
                     operations.unlisten(self.connection, worker.own)
                 except SOURCE_ERRORS as exc:
                     self._lost(exc)
+                except DATABASE_ERRORS as exc:  # refused: a notification too many, no harm
+                    logger.warning("Relay %s: cannot UNLISTEN %s (%s)", self.name, worker.own, exc)
 
     def close(self) -> None:
         for worker in list(self.workers.values()):
