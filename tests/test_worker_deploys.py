@@ -89,6 +89,28 @@ def test_a_job_past_its_timeout_during_a_shutdown_fails_on_its_timeout(tmp_path)
     assert "handed back as interrupted" not in log
 
 
+def test_a_cancel_during_a_shutdown_reaches_the_running_job(tmp_path):
+    """SIGTERM while a job that ignores the shutdown but honours a cancel runs, then cancel():
+    the shutdown passes the request on at once (as the loop does), so the job stops and ends
+    cancelled, rather than hearing of it at the next heartbeat (15 s), after this 5 s
+    shutdown timeout had handed it back to run again."""
+    marker = tmp_path / "marker"
+    job = jobs.until_cancelled.enqueue(str(marker))
+    proc = start_worker("--threads", "1", "--shutdown-timeout", "5")
+    try:
+        wait_until(marker.exists)
+        proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: "finishing running jobs" in output(proc))
+        job.refresh_from_db()
+        assert job.cancel() is True
+        proc.wait(timeout=60)
+    finally:
+        log = stop(proc)
+    job.refresh_from_db()
+    assert (job.status, job.interruptions) == ("cancelled", 0), log
+    assert "saw cancel" in marker.read_text()
+
+
 def test_a_worker_killed_by_a_second_signal_has_its_running_job_handed_back(tmp_path):
     """A second SIGTERM kills the worker processes at once; the supervisor, shutting down,
     hands their running jobs back as interrupted rather than charging an attempt."""

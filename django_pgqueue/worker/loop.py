@@ -734,11 +734,16 @@ class Worker:
             try:
                 if self._claimer.unsettled:  # the loop lost its connection: see Claimer.settle
                     self._claimer.settle(self._ids_in_hand())
+                # The jobs still running are served as in the loop: a job past its timeout
+                # is failed now (its thread abandoned, stopping with this process), not handed
+                # back as interrupted when the shutdown timeout ends, to run and hang again;
+                # a cancel request reaches its job, and reported progress is written.
                 if self._executors.has_deadlines:
-                    # A job's timeout holds during the shutdown too: failed now, not handed
-                    # back as interrupted when the shutdown timeout ends (to run, and hang,
-                    # again). Its thread is abandoned; it stops with this process.
                     self._writeback.extend(self._executors.fail_overdue())
+                if self._claimed:
+                    self._control.tick(
+                        self._connection, self.worker_id, self._heartbeat_ids(), time.monotonic()
+                    )
                 if unstarted and not released:
                     handed = operations.release(self._connection, self.worker_id, unstarted)
                     released = True
@@ -760,7 +765,8 @@ class Worker:
                 if remaining <= 0:
                     self._interrupt_running()
                     break
-                wait = min(remaining, next_heartbeat - time.monotonic())
+                now = time.monotonic()
+                wait = min(deadline, next_heartbeat, self._control.next_due(now)) - now
                 if self._executors.has_deadlines:
                     wait = min(wait, TIMEOUT_CHECK_INTERVAL)
                 self._drain_events(max(wait, 0))
