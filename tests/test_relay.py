@@ -14,6 +14,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -216,54 +217,73 @@ def test_the_relay_answers_a_worker_whose_row_another_transaction_holds(tmp_path
 def test_a_statement_the_database_refuses_disconnects_one_worker_not_the_relay(
     tmp_path: Path,
 ) -> None:
-    """A worker's mark refused by the database (not the connection: here a trigger raises,
+    """One worker's mark refused by the database (not the connection: here a trigger raises,
     as a permission or a schema older than the code would), and a hello that is not one of
-    ours: each of those workers is disconnected (it says hello again after its own backoff),
-    the relay keeps its connection and serves on, and once the database takes the mark the
-    worker is answered. Before, the error left the relay's process, and the supervisor
-    started relay after relay, each dropping every worker of the host."""
+    ours: each of those is disconnected (a worker says hello again after its own backoff), the
+    relay keeps its connection and serves the others, also when it answers the hellos that
+    came while it reconnected; once the database takes the mark, the worker is answered.
+    Before, the error left the relay's process (the supervisor started relay after relay,
+    each dropping every worker of the host), or kept it from listening again at all."""
     server = bind(tmp_path)
     relay = Relay("default", "test relay", server)
-    Worker.objects.create(worker_id="wr", hostname="h", pid=1)
+    for worker_id in ("wr", "wok"):
+        Worker.objects.create(worker_id=worker_id, hostname="h", pid=1)
     with connection.cursor() as cursor:
         cursor.execute(
-            "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$"
+            "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.worker_id = 'wr' THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+            "RETURN NEW; END $$"
         )
         cursor.execute(
             "CREATE TRIGGER test_refuse BEFORE UPDATE ON pgqueue_worker "
             "FOR EACH ROW EXECUTE FUNCTION test_refuse()"
         )
 
-    def hello(payload: str) -> socket.socket:
+    def hello(worker_id: str | None) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(server.getsockname())
+        payload = (
+            '{"worker_id": "wz"'  # cut short
+            if worker_id is None
+            else json.dumps({"worker_id": worker_id, "channels": [], "own": channel(worker_id)})
+        )
         sock.sendall(frame(HELLO, payload))
         sock.settimeout(5)
         return sock
 
-    good = json.dumps({"worker_id": "wr", "channels": [], "own": channel("wr")})
+    def turns(until: Callable[[], bool] | None = None) -> None:
+        for _ in range(50):
+            relay.turn(0.1)
+            if until is None or until():
+                return
+
+    sockets = []
     try:
-        for _ in range(3):
-            relay.turn(0.1)
+        turns()
         assert relay.listening
-        refused = hello(good)
-        garbled = hello('{"worker_id": "wz"')
-        for _ in range(3):
-            relay.turn(0.1)
+        sockets += [refused := hello("wr"), garbled := hello(None)]
+        turns(lambda: not relay.workers)
         assert refused.recv(65536) == b""  # disconnected, not answered
         assert garbled.recv(65536) == b""
-        assert relay.listening and not relay.workers  # its own connection kept
+        assert relay.listening  # its own connection kept
+
+        # Hellos that come while the relay reconnects are answered once it listens again.
+        relay._lost(ConnectionError("cut by the test"))
+        sockets += [refused := hello("wr"), ok := hello("wok")]
+        turns(lambda: relay.listening and len(relay.workers) == 1)
+        assert unframe(bytearray(ok.recv(65536))) == [(LISTENING, "")]
+        assert refused.recv(65536) == b""
+        assert Worker.objects.get(worker_id="wok").listening
+
         with connection.cursor() as cursor:
             cursor.execute("DROP TRIGGER test_refuse ON pgqueue_worker")
-        again = hello(good)
-        for _ in range(3):
-            relay.turn(0.1)
+        sockets.append(again := hello("wr"))
+        turns(lambda: len(relay.workers) == 2 and all(w.answered for w in relay.workers.values()))
         assert unframe(bytearray(again.recv(65536))) == [(LISTENING, "")]
         assert Worker.objects.get(worker_id="wr").listening
-        for sock in (refused, garbled, again):
-            sock.close()
     finally:
+        for sock in sockets:
+            sock.close()
         with connection.cursor() as cursor:
             cursor.execute("DROP TRIGGER IF EXISTS test_refuse ON pgqueue_worker")
             cursor.execute("DROP FUNCTION IF EXISTS test_refuse()")

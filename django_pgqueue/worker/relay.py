@@ -251,9 +251,6 @@ class Relay:
         try:
             operations.listen(self.connection, SHARED_CHANNELS)
             self.connection.raw.add_notify_handler(self._heard_during)
-            for worker in list(self.workers.values()):
-                if worker.worker_id is not None and not worker.answered:
-                    self._subscribe(worker)
         except (*SOURCE_ERRORS, *DATABASE_ERRORS) as exc:
             # Not only a lost connection: a statement the database refuses (a permission, a
             # schema older than the code) is retried with the same growing delay, never a
@@ -267,6 +264,9 @@ class Relay:
         self.listening = True
         if self._backoff.succeeded() is not None:
             logger.info("Relay %s: listening again", self.name)
+        for worker in list(self.workers.values()):
+            if self.listening and worker.worker_id is not None and not worker.answered:
+                self._answer(worker)
 
     def _lost(self, exc: BaseException) -> None:
         """The connection broke: every worker is disconnected (each reconnects, and looks for
@@ -298,6 +298,23 @@ class Relay:
             for worker in list(self.workers.values()):
                 if worker.answered and (channel == worker.own or channel in worker.channels):
                     self._send(worker, data)
+
+    def _answer(self, worker: _Worker) -> None:
+        """Subscribe a worker that said hello. A lost connection disconnects every worker; a
+        statement the database refuses (the worker's mark, its LISTEN: not the connection)
+        disconnects this one alone, which says hello again after its own backoff."""
+        try:
+            self._subscribe(worker)
+        except SOURCE_ERRORS as exc:
+            self._lost(exc)
+        except DATABASE_ERRORS as exc:
+            logger.warning(
+                "Relay %s: cannot subscribe worker %s (%s); disconnecting it",
+                self.name,
+                worker.worker_id,
+                exc,
+            )
+            self._drop(worker)
 
     def _subscribe(self, worker: _Worker) -> None:
         """Mark the worker listening, LISTEN on its own channel, and answer it."""
@@ -346,22 +363,8 @@ class Relay:
                 return
             worker.channels = channels & frozenset(SHARED_CHANNELS)
             if self.listening:
-                try:
-                    self._subscribe(worker)
-                except SOURCE_ERRORS as exc:
-                    self._lost(exc)
-                    return
-                except DATABASE_ERRORS as exc:
-                    # The database refused this worker's mark or LISTEN (not the connection):
-                    # it alone is disconnected and says hello again after its own backoff.
-                    logger.warning(
-                        "Relay %s: cannot subscribe worker %s (%s); disconnecting it",
-                        self.name,
-                        worker.worker_id,
-                        exc,
-                    )
-                    self._drop(worker)
-                    return
+                self._answer(worker)
+            return
 
     def _send(self, worker: _Worker, data: bytes) -> None:
         worker.unsent += data
