@@ -1,4 +1,4 @@
--- The queue's schema after migration 0028_worker_listener: every pgqueue_* object.
+-- The queue's schema after migration 0029_wake_generic_plan: every pgqueue_* object.
 -- Generated: pg_dump --schema-only of a newly migrated database, normalised by
 -- scripts/schema.py. Do not edit; after adding a migration, run `make schema`.
 
@@ -573,6 +573,7 @@ $$;
 -- FUNCTION pgqueue_wake(text[], integer[], bigint[])
 CREATE FUNCTION public.pgqueue_wake(queues text[], jobs integer[], tickets bigint[]) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     PERFORM pg_notify(r.channel, w.q || ' ' || w.t || ' ' || w.n)
@@ -596,6 +597,7 @@ $$;
 -- FUNCTION pgqueue_wake(text[], integer[], bigint[], text[])
 CREATE FUNCTION public.pgqueue_wake(queues text[], jobs integer[], tickets bigint[], kinds text[]) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     PERFORM pg_notify(r.channel, w.q || ' ' || w.t || ' ' || w.n
