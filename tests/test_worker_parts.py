@@ -164,6 +164,39 @@ def test_a_dead_workers_journal_writes_its_outcomes_with_their_exact_times(tmp_p
     )
 
 
+def test_a_journal_replays_only_what_is_still_open_and_empties_once_nothing_is(tmp_path):
+    """Read back, a journal gives the jobs started and not ended and the outcomes not written
+    (an unreadable outcome line leaves its job as started: it ran, its outcome is lost); once
+    every outcome is written and nothing runs, it holds nothing at all, so a supervisor reads
+    no line of a drained worker's journal."""
+    from django_pgqueue.worker import journal as journal_module
+    from django_pgqueue.worker.journal import Journal
+
+    when = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+    path = tmp_path / "journal"
+    journal = Journal(path)
+    for job_id in (1, 2, 3, 4):
+        journal.started(job_id)
+    for job_id in (1, 2):
+        journal.ended(Outcome(job_id, JobStatus.COMPLETED, when, when, result_json="null"))
+    journal.written([1])
+    journal._append(b'O [5,"garbled\n')  # as a torn write would leave it (never by the class)
+    journal.started(6)
+    journal._append(b"O [6,1,2]\n")
+    started, outcomes = journal_module.read(path)
+    assert started == {3, 4, 6}
+    assert [(o.job_id, o.status, o.finished_at) for o in outcomes] == [
+        (2, JobStatus.COMPLETED, when)
+    ]
+
+    for job_id in (3, 4, 6):
+        journal.ended(Outcome(job_id, JobStatus.COMPLETED, when, when, result_json="null"))
+    journal.written([2, 3, 4, 6])
+    assert journal_module.read(path) == (set(), [])
+    assert path.read_bytes()[:8] == (8).to_bytes(8, "little")  # the header: no line at all
+    journal.close()
+
+
 @pytest.mark.django_db
 def test_an_executor_drops_a_job_whose_lock_went_unconfirmed_for_half_the_timeout(tmp_path):
     """A worker whose heartbeats have not got through (a network cut) does not start a job it

