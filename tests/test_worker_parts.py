@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -281,3 +282,36 @@ def test_the_event_loop_thread_starts_with_the_first_async_job_only():
     finally:
         worker._executors.stop()
         worker._async.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chain_on_an_idle_worker_runs_step_after_step_with_no_look_between(monkeypatch):
+    """An idle listening worker whose short claim took jobs asks when to claim next
+    (``Claimer.idle_until``, a round trip) only once their outcomes are written and the wake-ups
+    those writes cause had time to arrive: a chain's steps follow one another with no look
+    between them, where there was one after every step's claim (before the write of that
+    step's outcome, and so before the claim of the next). The delays are long here, so that a
+    slow machine's notification comes within them; the worker stops after the last step."""
+    from django_pgqueue import chain
+    from django_pgqueue.worker import loop
+    from django_pgqueue.worker.claims import Claimer
+
+    monkeypatch.setattr(loop, "LOOK_AFTER", 30.0)
+    monkeypatch.setattr(loop, "LOOK_GRACE", 5.0)
+    looks = []
+    real_look = Claimer.idle_until
+
+    def look(self):
+        looks.append(time.monotonic())
+        return real_look(self)
+
+    monkeypatch.setattr(Claimer, "idle_until", look)
+    steps = chain(*(jobs.add.s(i, 1) for i in range(8)))
+    assert Worker(listen=True, max_jobs=len(steps)).run() == 0
+    rows = [Job.objects.get(pk=step.pk) for step in steps]
+    assert [(row.status, row.result) for row in rows] == [
+        (JobStatus.COMPLETED, i + 1) for i in range(8)
+    ]
+    assert all(b.started_at >= a.finished_at for a, b in itertools.pairwise(rows))
+    # One look at most: the first step's wake-up may go out before the listener listens.
+    assert len(looks) <= 1

@@ -78,6 +78,14 @@ logger = get_logger("django_pgqueue.worker")
 #: process.
 REPLACE_ME = 75
 
+#: After a short claim that took jobs, the look for when to claim next (``Claimer.idle_until``:
+#: the next due job, the poll) waits for their outcomes to be written, then ``LOOK_GRACE`` more
+#: for the wake-ups those writes cause (a dependent released, docs/workflows.md), or
+#: ``LOOK_AFTER`` at most (a long job). Looking at once put a round trip between a fast job and
+#: the write of its outcome, and between a chain's step and the claim of the next.
+LOOK_AFTER = 0.1
+LOOK_GRACE = 0.002
+
 _WAKE = object()
 _STOP = object()
 _SCHEDULES_CHANGED = object()
@@ -341,12 +349,13 @@ class Worker:
         now = time.monotonic()
         flush_deadline: float | None = None
         next_claim: float = now  # when idle, when to look for jobs again
+        look_due: float | None = None  # when to ask when to claim next (LOOK_AFTER)
         backoff = Backoff()
         budget = self.max_jobs
 
         while True:
             # 1. Collect events: wait only when there is nothing to do right now.
-            timeout = self._wait_time(next_claim, flush_deadline)
+            timeout = self._wait_time(next_claim, flush_deadline, look_due)
             self._drain_events(timeout)
             if self._stopping:
                 return
@@ -395,6 +404,8 @@ class Worker:
                         next_claim = min(next_claim, retry_at)
                     if unblocking:
                         next_claim = min(next_claim, now)
+                    if look_due is not None:  # from now: the write may have taken a while
+                        look_due = min(look_due, time.monotonic() + LOOK_GRACE)
 
                 self.housekeeping.run_due(now)
                 if self._claimed:  # cancellations and progress of the jobs we have in hand
@@ -408,6 +419,9 @@ class Worker:
                         return
                     next_claim = float("inf")
                     continue
+                if look_due is not None and now >= look_due:
+                    look_due = None
+                    next_claim = min(next_claim, self._claimer.idle_until())
                 want, async_want = self._claim_sizes(sync_wake)
                 if budget is not None:
                     want = min(want, budget)
@@ -435,9 +449,14 @@ class Worker:
                         and not self._writeback.buffered
                     ):
                         return
+                    look_due = None
                     if want and nothing_left:
                         drained = True
-                        next_claim = self._claimer.idle_until()
+                        if got:  # the look waits for their outcomes (LOOK_AFTER)
+                            look_due = now + LOOK_AFTER
+                            next_claim = float("inf")
+                        else:
+                            next_claim = self._claimer.idle_until()
                     elif want or not async_short:
                         next_claim = now
                     # (An async claim alone that came back short says nothing of sync jobs:
@@ -472,10 +491,14 @@ class Worker:
                 if self._stopping:
                     return
 
-    def _wait_time(self, next_claim: float, flush_deadline: float | None) -> float:
+    def _wait_time(
+        self, next_claim: float, flush_deadline: float | None, look_due: float | None
+    ) -> float:
         now = time.monotonic()
         housekeeping = self.housekeeping.next_wake()
         deadlines = [] if housekeeping is None else [housekeeping]
+        if look_due is not None:
+            deadlines.append(look_due)
         if self._executors.has_deadlines:
             deadlines.append(now + TIMEOUT_CHECK_INTERVAL)
         if flush_deadline is not None:
