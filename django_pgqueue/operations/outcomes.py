@@ -212,6 +212,7 @@ def _finish(
                 statement,
                 {
                     "outcomes": dumps(to_update),
+                    "count": len(to_update),
                     "worker": worker_id,
                     "max_interruptions": settings.MAX_INTERRUPTIONS,
                 },

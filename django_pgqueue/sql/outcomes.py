@@ -102,7 +102,9 @@ def _finish(commit: str) -> str:
     plan is estimated ten times dearer than probing the primary key per outcome, and the one
     after it is a hash join: linear either way. ``j.status = d.running`` also keeps the partial
     index on running jobs out (``_IS_RUNNING``): a join clause on a column of ``d`` proves no
-    index predicate."""
+    index predicate. ``%(count)s`` (the outcomes in the document) gives the planner their
+    number, up to ``jsonb_array_elements``' own estimate of 100: a few outcomes are looked up
+    by key, where a hash join read the whole table for each write."""
     return f"""
 WITH d AS MATERIALIZED (
     -- One JSON document of [id, status, run_after, started_at, finished_at, result, error,
@@ -116,6 +118,9 @@ WITH d AS MATERIALIZED (
            {RUNNING}::text AS running, %(worker)s::text AS worker
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE {commit}
+    -- How many there are (all of them): without it the planner takes any document for 100
+    -- rows, and on a table of a few thousand jobs hashed all of them for one outcome.
+    LIMIT %(count)s::integer
 )
 UPDATE {TABLE} j SET
     status = CASE WHEN {_ASKED_TO_STOP} THEN {CANCELLED}

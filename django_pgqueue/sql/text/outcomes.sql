@@ -21,6 +21,9 @@ WITH d AS MATERIALIZED (
            'running'::text AS running, %(worker)s::text AS worker
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE true
+    -- How many there are (all of them): without it the planner takes any document for 100
+    -- rows, and on a table of a few thousand jobs hashed all of them for one outcome.
+    LIMIT %(count)s::integer
 )
 UPDATE pgqueue_job j SET
     status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
@@ -82,6 +85,9 @@ WITH d AS MATERIALIZED (
            'running'::text AS running, %(worker)s::text AS worker
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS t(r)
     WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+    -- How many there are (all of them): without it the planner takes any document for 100
+    -- rows, and on a table of a few thousand jobs hashed all of them for one outcome.
+    LIMIT %(count)s::integer
 )
 UPDATE pgqueue_job j SET
     status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
