@@ -29,14 +29,41 @@ def burst() -> list[tuple[int, int]]:
         cursor.execute(
             f"INSERT INTO {TABLE} (queue, name) SELECT 'burst', 'x' FROM generate_series(1, 20000)"
         )
+    return running("burst", RUNNING)
+
+
+def running(queue: str, count: int) -> list[tuple[int, int]]:
+    """``count`` jobs of ``queue`` claimed by ``WORKER``: their ids and claim tokens."""
+    with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {TABLE} (queue, name, status, locked_by, locked_at, claim_token,
                                      attempts)
-                SELECT 'burst', 'x', 'running', %s, now(), 1000 + g, 1
+                SELECT %s, 'x', 'running', %s, now(), 1000 + g, 1
                 FROM generate_series(1, %s) g RETURNING id, claim_token""",
-            [WORKER, RUNNING],
+            [queue, WORKER, count],
         )
         return [(int(i), int(t)) for i, t in cursor.fetchall()]
+
+
+def write_counting_reads(
+    db: QueueConnection, claimed: list[tuple[int, int]], *, delete_completed: bool
+) -> tuple[set[int], int]:
+    """The outcomes of ``claimed`` written (and rolled back), and the job rows PostgreSQL
+    counted the writing transaction reading."""
+    with db.raw.transaction(force_rollback=True):
+        written = operations.finish(
+            db,
+            WORKER,
+            [_outcome(job_id, token) for job_id, token in claimed],
+            delete_completed=delete_completed,
+        )
+        read = db.raw.execute(
+            "SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
+            " FROM pg_stat_xact_user_tables WHERE relid = %s::regclass",
+            [TABLE],
+        ).fetchone()
+    assert read is not None
+    return written, read[0]
 
 
 @pytest.fixture
@@ -118,23 +145,11 @@ def test_outcome_writes_begun_on_an_empty_table_still_find_each_job_by_key(
     try:
         for _ in range(3):  # prepared, and planned, on the empty table
             operations.finish(db, WORKER, [_outcome(0, 0)], delete_completed=delete_completed)
-        claimed = burst()
-        with db.raw.transaction(force_rollback=True):
-            written = operations.finish(
-                db,
-                WORKER,
-                [_outcome(job_id, token) for job_id, token in claimed],
-                delete_completed=delete_completed,
-            )
-            read = db.raw.execute(
-                "SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
-                " FROM pg_stat_xact_user_tables WHERE relid = %s::regclass",
-                [TABLE],
-            ).fetchone()
+        written, read = write_counting_reads(db, burst(), delete_completed=delete_completed)
     finally:
         db.close()
     assert len(written) == RUNNING
-    assert read is not None and read[0] <= 2 * RUNNING, read
+    assert read <= 2 * RUNNING, read
 
 
 def _outcome(job_id: int, token: int) -> Outcome:
@@ -170,28 +185,9 @@ def test_a_few_outcomes_read_their_own_jobs_not_the_table(
     the server on 3,000 rows."""
     db = QueueConnection("default", "plan test")
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""INSERT INTO {TABLE} (queue, name, status, locked_by, locked_at, claim_token,
-                                         attempts)
-                    SELECT 'few', 'x', 'running', %s, now(), 1000 + g, 1
-                    FROM generate_series(1, %s) g RETURNING id, claim_token""",
-                [WORKER, outcomes],
-            )
-            claimed = [(int(i), int(t)) for i, t in cursor.fetchall()]
-        with db.raw.transaction(force_rollback=True):
-            written = operations.finish(
-                db,
-                WORKER,
-                [_outcome(job_id, token) for job_id, token in claimed],
-                delete_completed=delete_completed,
-            )
-            read = db.raw.execute(
-                "SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
-                " FROM pg_stat_xact_user_tables WHERE relid = %s::regclass",
-                [TABLE],
-            ).fetchone()
+        claimed = running("few", outcomes)
+        written, read = write_counting_reads(db, claimed, delete_completed=delete_completed)
     finally:
         db.close()
     assert len(written) == outcomes
-    assert read is not None and read[0] <= 2 * outcomes, read
+    assert read <= 2 * outcomes, read
