@@ -449,15 +449,16 @@ class Worker:
                         and not self._writeback.buffered
                     ):
                         return
-                    look_due = None
                     if want and nothing_left:
                         drained = True
                         if got:  # the look waits for their outcomes (LOOK_AFTER)
                             look_due = now + LOOK_AFTER
                             next_claim = float("inf")
                         else:
+                            look_due = None
                             next_claim = self._claimer.idle_until()
                     elif want or not async_short:
+                        look_due = None  # more to take: the claim comes again at once
                         next_claim = now
                     # (An async claim alone that came back short says nothing of sync jobs:
                     # the next sync room claims at once.)
