@@ -230,6 +230,29 @@ def test_the_check_names_every_kind_of_violation_and_the_repair_fixes_them():
     ]
 
 
+@pytest.mark.parametrize("path", ["plain", "limited"])
+def test_a_claim_takes_a_job_with_two_ready_rows_once_and_both_rows_go(path):
+    """S1 broken (a job with a second ready row): the claim that takes the job deletes both
+    of its rows, and only the rows of the jobs it took: a job waiting for a busy concurrency
+    key keeps its row, on the plain claim and the limited one alike."""
+    if path == "limited":
+        limit_queue("default", concurrency_limit=100)
+    plain, other = jobs.noop.enqueue(), jobs.noop.enqueue()
+    keyed, waiting = (jobs.noop.using(concurrency_key="k").enqueue() for _ in range(2))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute(
+            "INSERT INTO pgqueue_ready SELECT * FROM pgqueue_ready WHERE job_id = ANY(%s)",
+            [[plain.pk, keyed.pk]],
+        )
+    assert violations() == {"duplicated": (plain.pk, keyed.pk)}
+    assert sorted(claimed_ids(limit=10)) == sorted([plain.pk, other.pk, keyed.pk])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT job_id FROM pgqueue_ready")
+        assert [row[0] for row in cursor.fetchall()] == [waiting.pk]
+    assert violations() == {}
+
+
 def test_the_check_names_a_rate_window_past_its_bound():
     limit_queue("capped", rate_limit="10/s")
     with connection.cursor() as cursor:
