@@ -26,7 +26,7 @@ from django_pgqueue.sql import (
     job_columns,
 )
 from django_pgqueue.sql.queues import QUEUE_TABLE
-from django_pgqueue.sql.ready import by_kind, candidates, delete_taken
+from django_pgqueue.sql.ready import by_kind, candidates, delete_taken, rows_of_picked
 
 # Fresh jobs come from the ready ring (``sql.ready``), never from the job table's indexes:
 # only the ring's slots (slot >= 0; the later partition is pruned at plan time). Rate-limited
@@ -92,8 +92,7 @@ WITH fresh AS MATERIALIZED ({{fresh}}
      WHERE concurrency_key IS NOT NULL
      ORDER BY concurrency_key, {claim_order(job_id="id")})
     LIMIT %(total)s::integer
-), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+), gone AS ({rows_of_picked("fresh", "picked")}
 ){delete_taken("gone")}"""
 
 # Running jobs whose heartbeat is older than the visibility timeout: their worker died.

@@ -40,6 +40,7 @@ from django_pgqueue.sql.ready import (
     candidates,
     delete_taken,
     insert_moved,
+    rows_of_picked,
 )
 
 WINDOW_TABLE = "pgqueue_rate_window"
@@ -271,8 +272,7 @@ WITH window_room AS MATERIALIZED (
     {_record_starts("key:", "rate_key")}
 ), queue_starts AS (
     {_record_starts("queue:", "queue")}
-), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+), gone AS ({rows_of_picked("candidates", "picked")}
 ){delete_taken("gone")}, refill AS (
     -- As many held rows of a queue's group as it took of them come back (``sql.held``).
     DELETE FROM {HELD_TABLE} h WHERE h.ctid = ANY(ARRAY(

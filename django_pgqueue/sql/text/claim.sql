@@ -56,7 +56,11 @@ WITH fresh AS MATERIALIZED ((
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(total)s::integer
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM fresh
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM fresh GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -173,7 +177,11 @@ WITH fresh AS MATERIALIZED ((
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(total)s::integer
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM fresh
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM fresh GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -257,7 +265,11 @@ WITH fresh AS MATERIALIZED ((
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(total)s::integer
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM fresh
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM fresh GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -346,7 +358,11 @@ WITH fresh AS MATERIALIZED ((
      ORDER BY concurrency_key, priority DESC, run_after, id)
     LIMIT %(total)s::integer
 ), gone AS (
-    SELECT slot, row_id FROM fresh WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM fresh
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM fresh GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))

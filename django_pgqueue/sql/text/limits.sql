@@ -205,7 +205,11 @@ WITH window_room AS MATERIALIZED (
           WHERE queue IS NOT NULL GROUP BY queue) p
     WHERE w.id = p.id
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM candidates
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM candidates GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -432,7 +436,11 @@ WITH window_room AS MATERIALIZED (
           WHERE queue IS NOT NULL GROUP BY queue) p
     WHERE w.id = p.id
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM candidates
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM candidates GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -616,7 +624,11 @@ WITH window_room AS MATERIALIZED (
           WHERE queue IS NOT NULL GROUP BY queue) p
     WHERE w.id = p.id
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM candidates
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM candidates GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
@@ -805,7 +817,11 @@ WITH window_room AS MATERIALIZED (
           WHERE queue IS NOT NULL GROUP BY queue) p
     WHERE w.id = p.id
 ), gone AS (
-    SELECT slot, row_id FROM candidates WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    SELECT slot, row_id FROM picked
+    UNION ALL
+    SELECT slot, row_id FROM candidates
+    WHERE CASE WHEN id = ANY(ARRAY(SELECT id FROM candidates GROUP BY id HAVING count(*) > 1))
+               THEN id = ANY(ARRAY(SELECT id FROM picked)) END
 ), taken_0 AS (
     DELETE FROM pgqueue_ready_0
     WHERE ctid = ANY(ARRAY(SELECT row_id FROM gone WHERE slot = 0))
