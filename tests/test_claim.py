@@ -247,6 +247,32 @@ def test_settling_after_a_lost_connection_hands_back_only_the_jobs_the_worker_ne
     assert Job.objects.get(pk=again).status == "running"
 
 
+def test_a_burst_runs_the_upkeep_after_a_claim_short_of_each_kind_not_one_that_filled_its_threads():
+    """A burst worker asks for async jobs besides its threads' room; a claim that filled the
+    threads' room and found no async job is not short of work (before, each of a drain's claims
+    ran the upkeep, a dozen statements). One that found too few of both looks for stale jobs."""
+    import time
+
+    from django_pgqueue.worker.claims import Claimer
+    from django_pgqueue.worker.connection import QueueConnection
+
+    jobs.add.enqueue_many([(i, i) for i in range(3)])
+    [stale] = Job.objects.claim("gone", limit=1)
+    Job.objects.filter(pk=stale.pk).update(locked_at=timezone.now() - timedelta(days=1))
+    queue_connection = QueueConnection("default", "burst upkeep test")
+    claimer = Claimer(queue_connection, "w1", None, burst=True)
+    claimer.next_reclaim = time.monotonic() + 3600  # not due: only a short claim runs it
+    took: list[Job] = []
+    try:
+        assert claimer.claim(2, took.extend, async_limit=5) == 2
+        assert Job.objects.get(pk=stale.pk).locked_by == "gone"  # no upkeep
+        assert claimer.claim(2, took.extend, async_limit=5) == 1  # short of both: the upkeep
+    finally:
+        queue_connection.close()
+    assert stale.pk in {job.pk for job in took}
+    assert Job.objects.get(pk=stale.pk).locked_by == "w1"
+
+
 @pytest.mark.django_db
 def test_claimed_rows_become_jobs_equal_to_the_orms_and_init_signals_still_fire():
     from django.db.models.signals import post_init

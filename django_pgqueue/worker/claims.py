@@ -88,8 +88,9 @@ class Claimer:
             async_limit,
         )
         take(jobs)
-        total = limit + async_limit
-        if time.monotonic() >= self.next_reclaim or (self.burst and taken < total):
+        if time.monotonic() >= self.next_reclaim or (
+            self.burst and _short_of_work(jobs, taken, limit, async_limit)
+        ):
             jobs, more = self._upkeep(limit, taken, async_limit)
             take(jobs)
             taken += more
@@ -285,3 +286,15 @@ class Claimer:
                 wake - now,
             )
         return wake
+
+
+def _short_of_work(jobs: list[Job], taken: int, limit: int, async_limit: int) -> bool:
+    """Whether a claim that asked for ``limit`` sync and ``async_limit`` async jobs and took
+    ``taken`` rows (``jobs`` and those found dead) found every kind it asked for short: then the
+    queue may have run dry, and a burst looks for stale and due jobs before it ends. One kind
+    full is not short (a drain of sync jobs asks for async ones too, and finds none: its every
+    claim ran the upkeep, a dozen statements, before this)."""
+    async_taken = sum(1 for job in jobs if job.is_async)
+    sync_full = limit > 0 and taken - async_taken >= limit
+    async_full = async_limit > 0 and async_taken >= async_limit
+    return not (sync_full or async_full)
