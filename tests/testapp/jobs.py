@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -54,6 +55,12 @@ def record(path: str, value: str, sleep: float = 0.0) -> str:
     with open(path, "a") as fh:
         fh.write(f"{value} {os.getpid()}\n")
     return value
+
+
+@job
+def frozen_objects() -> int:
+    """How many objects the process keeps out of the garbage collector's sight."""
+    return gc.get_freeze_count()
 
 
 @job
