@@ -271,6 +271,15 @@ class AttemptConnections(Protocol):
         left with a transaction open."""
 
 
+class _ThreadConnections(threading.local):
+    """An executor thread's state, with defaults as class attributes: a ``getattr()`` with a
+    default of an attribute a ``threading.local`` lacks raises and catches an AttributeError
+    (0.8 us against 0.08, twice a job in a thread that never connected)."""
+
+    connected = False
+    ended: float | None = None
+
+
 class WorkerConnections:
     """In a worker's executor thread: connections are the thread's own, closed when old or
     left in a transaction (:func:`end_connections`).
@@ -286,21 +295,21 @@ class WorkerConnections:
     FRESH = 1.0
 
     def __init__(self) -> None:
-        self._thread = threading.local()
+        self._thread = _ThreadConnections()
         connection_created.connect(self._connected, weak=False, dispatch_uid=id(self))
 
     def _connected(self, **kwargs: Any) -> None:
         self._thread.connected = True
 
     def before(self) -> None:
-        if not getattr(self._thread, "connected", False):
+        if not self._thread.connected:
             return
-        ended = getattr(self._thread, "ended", None)
+        ended = self._thread.ended
         if ended is None or time.monotonic() - ended > self.FRESH:
             end_connections()  # Django's close_old_connections(), which must not raise here
 
     def after(self, *, failed: bool) -> list[str]:
-        if not getattr(self._thread, "connected", False):
+        if not self._thread.connected:
             return []
         left_open = end_connections()
         self._thread.ended = time.monotonic()
