@@ -319,6 +319,22 @@ class WorkerConnections:
 WORKER_CONNECTIONS = WorkerConnections()
 
 
+class _ThisProcess:
+    """This process's pid, kept up to date by a fork hook rather than asked of the kernel twice
+    a job: ``os.getpid()`` is a system call, 8 % of a no-op job's executor thread in a drain
+    (py-spy). Every fork that goes on running Python runs the hooks: ``os.fork()`` (and so
+    ``multiprocessing``), and C code that calls ``PyOS_AfterFork_Child()`` as it must."""
+
+    pid = os.getpid()
+
+
+def _forked() -> None:
+    _ThisProcess.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def run_in_this_process(job: Job) -> Any:
     """Run the job's function; in a child it forked, end that child as it returns or raises.
 
@@ -326,7 +342,7 @@ def run_in_this_process(job: Job) -> Any:
     returns or raises into this code too, and must not go on as a copy of the worker (logging
     the attempt, writing its outcome, taking more jobs on a thread no signal stops).
     """
-    pid = os.getpid()
+    pid = _ThisProcess.pid
     try:
         value = registry.get(job.name).run(job)
         # ``is not None`` first: most jobs return None, and isawaitable() asks three types and
@@ -334,10 +350,10 @@ def run_in_this_process(job: Job) -> Any:
         if value is not None and inspect.isawaitable(value):  # an async def job on a thread
             value = run_awaitable(value)
     except BaseException as exc:
-        if os.getpid() != pid:
+        if _ThisProcess.pid != pid:
             end_forked_child(exc)
         raise
-    if os.getpid() != pid:
+    if _ThisProcess.pid != pid:
         end_forked_child(None)
     return value
 
