@@ -111,6 +111,29 @@ def test_capacity_claims_batches_of_fast_jobs_and_one_per_thread_of_slow_ones():
     assert slow.claim_size(in_flight=2, buffered=1) == 0  # a thread is free, capacity is not
 
 
+def test_a_time_becomes_its_microseconds_since_the_epoch_and_back_exactly():
+    """How outcomes carry their times (the journal, the outcome write): every microsecond from
+    year 1 to 9999, before the epoch too, and a naive time in the project's zone."""
+    from django.utils import timezone
+
+    from django_pgqueue.operations.outcomes import epoch_micros, from_epoch_micros
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for value in (
+        datetime.min.replace(tzinfo=UTC),
+        datetime.max.replace(tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+        epoch,
+        datetime(2026, 11, 27, 21, 30, 0, 123_456, tzinfo=UTC),
+        datetime(2255, 6, 5, 23, 47, 34, 740_993, tzinfo=UTC),  # past 2**53 microseconds
+    ):
+        micros = epoch_micros(value)
+        assert micros == (value - epoch) // timedelta(microseconds=1)
+        assert from_epoch_micros(micros) == value
+    naive = datetime(2026, 3, 29, 1, 30)
+    assert epoch_micros(naive) == epoch_micros(timezone.make_aware(naive))
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_dead_workers_journal_writes_its_outcomes_with_their_exact_times(tmp_path):
     """What the supervisor reads back from a crashed child's journal is what the child had:

