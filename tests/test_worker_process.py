@@ -54,11 +54,16 @@ def test_burst_drains_jobs_and_exits_zero():
 
 def test_a_worker_process_keeps_what_it_inherited_out_of_the_collectors_sight():
     """A full collection no longer walks Django and the project's modules (a pause of the loop
-    of 70-85 ms per 50,000 jobs drained): the child freezes what it inherited."""
-    job = jobs.frozen_objects.enqueue()
+    of 70-85 ms per 50,000 jobs drained): the child freezes what it inherited. A claim's jobs
+    no longer start young collections either."""
+    from django_pgqueue.worker.supervisor import GC_YOUNG_THRESHOLD
+
+    job = jobs.collector_state.enqueue()
     result = run_worker()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert Job.objects.get(pk=job.pk).result > 10_000
+    frozen, threshold = Job.objects.get(pk=job.pk).result
+    assert frozen > 10_000
+    assert threshold == GC_YOUNG_THRESHOLD
 
 
 def test_burst_never_waits_for_a_retry_backoff(tmp_path):

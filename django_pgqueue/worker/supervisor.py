@@ -58,6 +58,9 @@ from django_pgqueue.worker.signals import SIGNAL_DEDUPE_WINDOW
 
 logger = get_logger("django_pgqueue.worker")
 
+#: New container objects (net of those freed) that start a young collection in a worker process.
+GC_YOUNG_THRESHOLD = 10_000
+
 RESTART_DELAY_MAX = 30.0
 # A child that ran this long before dying counts as healthy: its restart delay starts over.
 HEALTHY_RUN = 60.0
@@ -345,6 +348,12 @@ class Supervisor:
                 # ms once per 50,000 jobs drained, a pause of the worker loop (gc.callbacks;
                 # 1-2 ms frozen).
                 gc.freeze()
+                # A claim's jobs (up to PGQUEUE_BATCH_SIZE, three containers each) outnumber the
+                # default 2,000 new objects that start a young collection: every claim of a drain
+                # started a few, each walking the jobs in hand (2 us a job; none once the
+                # threshold is above a claim's worth).
+                threshold, *older = gc.get_threshold()
+                gc.set_threshold(max(threshold, GC_YOUNG_THRESHOLD), *older)
                 code = Worker(
                     worker_id=worker_id,
                     journal=Journal(journal),

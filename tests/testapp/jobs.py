@@ -58,9 +58,10 @@ def record(path: str, value: str, sleep: float = 0.0) -> str:
 
 
 @job
-def frozen_objects() -> int:
-    """How many objects the process keeps out of the garbage collector's sight."""
-    return gc.get_freeze_count()
+def collector_state() -> list[int]:
+    """How many objects the process keeps out of the garbage collector's sight, and how many new
+    ones start a young collection."""
+    return [gc.get_freeze_count(), gc.get_threshold()[0]]
 
 
 @job
