@@ -276,55 +276,59 @@ def jobs_from_rows(db: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
     jobs = []
     for row in rows:
         values = list(row)
-        if fast and _plain(row):
-            # No arguments, no errors, no result, no trace, attempts to spare: most rows, the
-            # checks below in one comparison.
+        if _plain(row):
+            # No arguments, no errors, no result, no trace, attempts to spare: most rows, what
+            # _decode() checks in one comparison.
             values[_ARGS], values[_KWARGS], values[_ERRORS] = [], {}, []
-            job = from_values(db, claimed, pick(values))
-            job.poison = None
-            jobs.append(job)
-            continue
-        problems = []
-        for i in _JSON_INDEXES:
-            if values[i] is None:
-                continue
-            column = JOB_COLUMNS[i]
-            empty = EMPTY_JSON.get(values[i])
-            if empty is not None:  # no arguments, no errors yet: most rows, without a decoder
-                values[i] = empty()
-                continue
-            try:
-                values[i] = json.loads(values[i])
-            except (ValueError, RecursionError) as exc:
-                problems.append(f"its {column} cannot be decoded: {type(exc).__name__}: {exc}")
-                values[i] = _EMPTY[column]
-        args, kwargs = values[_ARGS], values[_KWARGS]
-        if not isinstance(args, list):
-            problems.append(f"its args are a JSON {type(args).__name__}, not a list")
-            values[_ARGS] = []
-        if not isinstance(kwargs, dict):
-            problems.append(f"its kwargs are a JSON {type(kwargs).__name__}, not an object")
-            values[_KWARGS] = {}
-        trace = values[_TRACE_CONTEXT]
-        if isinstance(trace, str):  # NULL (None) on most rows: nothing to decode
-            try:
-                values[_TRACE_CONTEXT] = json.loads(trace)
-            except (ValueError, RecursionError):
-                values[_TRACE_CONTEXT] = None  # only a span link: never a reason not to run
-        if values[_ATTEMPTS] >= INT_MAX:
-            # The claim stops counting there (the column is an integer): a row set by hand, or
-            # a job claimed two billion times. Either way not a job to run as it is.
-            problems.append(
-                f"its attempts counter is at the integer limit ({INT_MAX:,}); retry the job "
-                "to reset it"
-            )
+            poison = None
+        else:
+            poison = "; ".join(_decode(values)) or None
         if fast:
             job = from_values(db, claimed, pick(values))
         else:
             job = Job.from_db(db, fields, [values[i] if i >= 0 else DEFERRED for i in layout])
-        job.poison = "; ".join(problems) or None
+        job.poison = poison
         jobs.append(job)
     return jobs
+
+
+def _decode(values: list[Any]) -> list[str]:
+    """Decode a claim row's JSON columns in place (``values``, in ``JOB_COLUMNS`` order), each
+    on its own, anything wrong replaced by an empty value; returns what was wrong."""
+    problems = []
+    for i in _JSON_INDEXES:
+        if values[i] is None:
+            continue
+        column = JOB_COLUMNS[i]
+        empty = EMPTY_JSON.get(values[i])
+        if empty is not None:  # no arguments, no errors yet: most rows, without a decoder
+            values[i] = empty()
+            continue
+        try:
+            values[i] = json.loads(values[i])
+        except (ValueError, RecursionError) as exc:
+            problems.append(f"its {column} cannot be decoded: {type(exc).__name__}: {exc}")
+            values[i] = _EMPTY[column]
+    args, kwargs = values[_ARGS], values[_KWARGS]
+    if not isinstance(args, list):
+        problems.append(f"its args are a JSON {type(args).__name__}, not a list")
+        values[_ARGS] = []
+    if not isinstance(kwargs, dict):
+        problems.append(f"its kwargs are a JSON {type(kwargs).__name__}, not an object")
+        values[_KWARGS] = {}
+    trace = values[_TRACE_CONTEXT]
+    if isinstance(trace, str):  # NULL (None) on most rows: nothing to decode
+        try:
+            values[_TRACE_CONTEXT] = json.loads(trace)
+        except (ValueError, RecursionError):
+            values[_TRACE_CONTEXT] = None  # only a span link: never a reason not to run
+    if values[_ATTEMPTS] >= INT_MAX:
+        # The claim stops counting there (the column is an integer): a row set by hand, or a
+        # job claimed two billion times. Either way not a job to run as it is.
+        problems.append(
+            f"its attempts counter is at the integer limit ({INT_MAX:,}); retry the job to reset it"
+        )
+    return problems
 
 
 @functools.cache

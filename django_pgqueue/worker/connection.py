@@ -26,9 +26,6 @@ from django_pgqueue.operations.db import CONNECTION_ERRORS
 from django_pgqueue.printable import get_logger
 from django_pgqueue.sql import PLANNED_EACH_TIME
 
-#: PostgreSQL's ``timestamptz`` type.
-TIMESTAMPTZ_OID = 1184
-
 logger = get_logger("django_pgqueue.worker")
 
 #: What a statement prepared on another server connection looks like from here.
@@ -140,7 +137,8 @@ def use_native_timestamps(wrapper: Any) -> None:
     connection = wrapper.connection
     if wrapper.timezone is not UTC or connection.info.parameter_status("TimeZone") != "UTC":
         return
-    native = psycopg.adapters.get_loader(TIMESTAMPTZ_OID, psycopg.pq.Format.TEXT)
+    oid = psycopg.postgres.types["timestamptz"].oid
+    native = psycopg.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
     if native is not None:
         connection.adapters.register_loader("timestamptz", native)
 

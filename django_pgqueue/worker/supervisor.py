@@ -343,17 +343,7 @@ class Supervisor:
                 os.close(write_end)
                 if self.relay_server is not None:
                     self.relay_server.close()  # the relay's, not a worker's
-                # What the child inherited (Django, the project's modules) lives as long as it
-                # does: out of the collector's sight. Each full collection walked it all, 70-85
-                # ms once per 50,000 jobs drained, a pause of the worker loop (gc.callbacks;
-                # 1-2 ms frozen).
-                gc.freeze()
-                # A claim's jobs (up to PGQUEUE_BATCH_SIZE, three containers each) outnumber the
-                # default 2,000 new objects that start a young collection: every claim of a drain
-                # started a few, each walking the jobs in hand (2 us a job; none once the
-                # threshold is above a claim's worth).
-                threshold, *older = gc.get_threshold()
-                gc.set_threshold(max(threshold, GC_YOUNG_THRESHOLD), *older)
+                _tune_collector()
                 code = Worker(
                     worker_id=worker_id,
                     journal=Journal(journal),
@@ -546,6 +536,21 @@ def _kill(pid: int | None) -> None:
 
 def _describe_exit(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"status {code}"
+
+
+def _tune_collector() -> None:
+    """The garbage collector of a worker process, as it starts (docs/worker.md, "Supervision").
+
+    What the child inherited (Django, the project's modules) lives as long as it does: out of
+    the collector's sight. Each full collection walked it all, 70-85 ms once per 50,000 jobs
+    drained, a pause of the worker loop (gc.callbacks; 1-2 ms frozen). And a claim's jobs (up to
+    PGQUEUE_BATCH_SIZE, three containers each) outnumber the default 2,000 new objects that
+    start a young collection: every claim of a drain started a few, each walking the jobs in
+    hand (2 us a job; none once the threshold is above a claim's worth).
+    """
+    gc.freeze()
+    threshold, *older = gc.get_threshold()
+    gc.set_threshold(max(threshold, GC_YOUNG_THRESHOLD), *older)
 
 
 def _die_with_parent(signum: int = signal.SIGTERM) -> None:
