@@ -161,15 +161,19 @@ class WorkerMetrics:
 
     def write(self, now: float | None = None) -> None:
         """Write the tallies to the metric files (the loop calls it when :attr:`due`, and once
-        at the end)."""
+        at the end).
+
+        The jobs' histograms first, their finished counts last: a scrape between the two (each
+        value is its own write to the files) that counts a job finished already has its
+        duration and pickup delay, never the other way round."""
+        self._duration.write()
+        self._pickup.write()
         for key, n in self._counts.items():
             child = self._finished_children.get(key)
             if child is None:
                 child = self._finished_children[key] = self._finished.labels(*key)
             child.inc(n)
         self._counts.clear()
-        self._duration.write()
-        self._pickup.write()
         jobs, empty = self._claims
         if jobs:
             self._claims_jobs.inc(jobs)
